@@ -1,0 +1,40 @@
+# Two entry points for a fresh machine: `make run` and `make test` (see README.md).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test lint unit integration bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/python scripts/run_local.py
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest tests/unit
+
+integration: setup
+	$(BIN)/pytest tests/integration
+
+test: lint
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	scripts/local-kafka down || true
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
