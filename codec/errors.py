@@ -10,7 +10,12 @@ class CodecError(Exception):
         self.api_key = api_key
         self.api_version = api_version
         self.reason = reason
-        super().__init__(f"{api_name(api_key)} (key {api_key}) v{api_version}: {reason}")
+        where = (
+            "request header"
+            if api_key < 0
+            else f"{api_name(api_key)} (key {api_key}) v{api_version}"
+        )
+        super().__init__(f"{where}: {reason}")
 
 
 def api_name(api_key: int) -> str:

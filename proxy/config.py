@@ -1,0 +1,155 @@
+"""Proxy configuration: a YAML file validated by pydantic, every value overridable from env."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+ENV_PREFIX = "KPP_"
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class ConfigError(Exception):
+    """The configuration was refused; the message names each key and the reason."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostPort(_Section):
+    """One host:port address."""
+
+    host: str = Field(min_length=1)
+    port: Port
+
+    @classmethod
+    def parse(cls, text: str) -> HostPort:
+        """Parse 'host:port' (IPv6 hosts in brackets)."""
+        host, sep, port = text.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"{text!r} is not host:port")
+        return cls(host=host.strip("[]"), port=int(port))
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+class ListenersConfig(_Section):
+    """Where the proxy listens, and the address it tells clients to use."""
+
+    bind_host: str = "0.0.0.0"
+    advertised_host: str = "127.0.0.1"
+    bootstrap_port: Port = 9192
+    broker_port_base: Port = Field(
+        default=9200, description="node id N is served on broker_port_base + N"
+    )
+
+
+class UpstreamConfig(_Section):
+    """The Kafka cluster behind the proxy."""
+
+    # NoDecode: the env form is 'host:port,host:port', not JSON.
+    bootstrap_servers: Annotated[list[HostPort], NoDecode] = Field(min_length=1)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            return [HostPort.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
+
+class LimitsConfig(_Section):
+    """Protection against oversized or stuck input."""
+
+    max_frame_bytes: int = Field(default=100 * 1024 * 1024, ge=1024, le=2**31 - 1)
+
+
+class LoggingConfig(_Section):
+    """Log level and format (json when stderr is not a terminal, unless set)."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class ProxyConfig(BaseSettings):
+    """The whole proxy configuration."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    listeners: ListenersConfig = ListenersConfig()
+    upstream: UpstreamConfig
+    limits: LimitsConfig = LimitsConfig()
+    logging: LoggingConfig = LoggingConfig()
+    shutdown_timeout_s: float = Field(default=30.0, ge=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment wins over the file, so a container can adjust one value.
+        return (env_settings, init_settings)
+
+
+def load_config(path: Path | None) -> ProxyConfig:
+    """Load and validate the config file (if any) plus KPP_* environment overrides."""
+    data: Any = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+    unknown = sorted(set(k for k in os.environ if k.startswith(ENV_PREFIX)) - _env_names())
+    if unknown:
+        raise ConfigError("\n".join(f"environment: {name}: unknown key" for name in unknown))
+    try:
+        return ProxyConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from exc
+    except SettingsError as exc:
+        raise ConfigError(f"environment ({ENV_PREFIX}*): {exc}") from exc
+
+
+def _env_names(model: type[BaseModel] = ProxyConfig, prefix: str = ENV_PREFIX) -> set[str]:
+    # pydantic-settings ignores unknown variables; a typo in KPP_* must not pass silently.
+    names = set()
+    for name, field in model.model_fields.items():
+        env_name = f"{prefix}{name.upper()}"
+        names.add(env_name)
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            names |= _env_names(field.annotation, env_name + "__")
+    return names
+
+
+def _describe(exc: ValidationError, path: Path | None) -> str:
+    env = sorted(k for k in os.environ if k.startswith(ENV_PREFIX))
+    source = f"{path}" if path else "configuration"
+    if env:
+        source += f" (with {', '.join(env)} from the environment)"
+    lines = [f"invalid {source}:"]
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        reason = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        lines.append(f"  {key}: {reason}")
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""Listeners: one bootstrap listener plus one per broker node, and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from proxy.addresses import AddressRewriter
+from proxy.api_versions import ApiVersionsInterceptor
+from proxy.config import ProxyConfig
+from proxy.connection import ClientConnection, Interceptor, UpstreamTarget
+from proxy.kafka_client import KafkaClient
+
+log = structlog.get_logger("proxy.server")
+
+
+class ProxyServer:
+    """Owns the listening sockets, the broker map and every client connection."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self._config = config
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._servers: dict[str, asyncio.Server] = {}
+        self._binding: dict[int, asyncio.Task[None]] = {}
+        self._connections: set[ClientConnection] = set()
+        self._next_bootstrap = 0
+        self._interceptors: dict[int, Interceptor] = {}
+        for interceptor in (ApiVersionsInterceptor(), AddressRewriter(self)):
+            for key in interceptor.api_keys:
+                self._interceptors[key] = interceptor
+
+    @property
+    def bootstrap_address(self) -> str:
+        """The address clients put in bootstrap.servers."""
+        listeners = self._config.listeners
+        return f"{listeners.advertised_host}:{listeners.bootstrap_port}"
+
+    @property
+    def node_ports(self) -> dict[int, int]:
+        """The port of each node listener bound so far."""
+        return {int(name): self.endpoint(int(name))[1] for name in self._servers if name.isdigit()}
+
+    async def start(self) -> None:
+        """Bind the bootstrap listener, then learn the brokers and bind their listeners."""
+        self._servers["bootstrap"] = await self._listen(
+            "bootstrap", self._bootstrap_target, self._config.listeners.bootstrap_port
+        )
+        await self._discover()
+
+    def endpoint(self, node_id: int) -> tuple[str, int]:
+        """The proxy address clients must use for a node."""
+        listeners = self._config.listeners
+        return listeners.advertised_host, listeners.broker_port_base + node_id
+
+    def ready(self, nodes: dict[int, tuple[str, int]]) -> bool:
+        """Whether every node has a listener and this broker address is already known."""
+        return all(
+            str(node) in self._servers and self._brokers.get(node) == address
+            for node, address in nodes.items()
+        )
+
+    async def ensure(self, nodes: dict[int, tuple[str, int]]) -> None:
+        """Record the nodes' broker addresses and bind any listener still missing."""
+        for node, address in nodes.items():
+            if self._brokers.get(node) != address:
+                log.info("broker address learned", node=node, broker=f"{address[0]}:{address[1]}")
+                self._brokers[node] = address
+        for node in nodes:
+            if str(node) in self._servers:
+                continue
+            task = self._binding.get(node)
+            if task is None:
+                task = self._binding[node] = asyncio.ensure_future(self._bind_node(node))
+            await asyncio.shield(task)
+
+    async def _bind_node(self, node: int) -> None:
+        port = self.endpoint(node)[1]
+        if port > 65535:
+            raise OSError(
+                f"node {node} needs port {port}; lower listeners.broker_port_base so that "
+                "broker_port_base + node id stays below 65536"
+            )
+        self._servers[str(node)] = await self._listen(
+            f"node-{node}", lambda: [self._brokers[node]], port
+        )
+
+    async def _listen(self, name: str, target: UpstreamTarget, port: int) -> asyncio.Server:
+        loop = asyncio.get_running_loop()
+        limits = self._config.limits
+
+        def factory() -> ClientConnection:
+            conn = ClientConnection(
+                listener=name,
+                target=target,
+                interceptors=self._interceptors,
+                max_frame_bytes=limits.max_frame_bytes,
+                connect_timeout=self._config.upstream.connect_timeout_s,
+                on_close=self._connections.discard,
+            )
+            self._connections.add(conn)
+            return conn
+
+        server = await loop.create_server(factory, self._config.listeners.bind_host, port)
+        advertised = f"{self._config.listeners.advertised_host}:{port}"
+        log.info("listening", listener=name, port=port, advertised=advertised)
+        return server
+
+    def _bootstrap_target(self) -> list[tuple[str, int]]:
+        servers = [(s.host, s.port) for s in self._config.upstream.bootstrap_servers]
+        # Rotate so that bootstrap connections spread over the configured brokers.
+        start = self._next_bootstrap % len(servers)
+        self._next_bootstrap += 1
+        return servers[start:] + servers[:start]
+
+    async def _discover(self) -> None:
+        timeout = self._config.upstream.connect_timeout_s
+        for host, port in self._bootstrap_target():
+            try:
+                client = await KafkaClient.connect(host, port, timeout)
+            except (OSError, TimeoutError) as exc:
+                log.warning(
+                    "bootstrap server unreachable", broker=f"{host}:{port}", detail=str(exc)
+                )
+                continue
+            try:
+                request: Any = MetadataRequest(
+                    topics=(),
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+                response = await client.request(request)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                log.warning("metadata request failed", broker=f"{host}:{port}", detail=str(exc))
+                continue
+            finally:
+                await client.close()
+            await self.ensure({int(b.node_id): (b.host, int(b.port)) for b in response.brokers})
+            return
+        log.warning("no broker answered at start; node listeners are bound as brokers appear")
+
+    async def shutdown(self) -> None:
+        """Stop accepting, let responses in flight finish (bounded), then close everything."""
+        for server in self._servers.values():
+            server.close()
+        connections = list(self._connections)
+        for conn in connections:
+            conn.drain()
+        waiting = [conn.closed for conn in connections if not conn.closed.done()]
+        if waiting:
+            _done, late = await asyncio.wait(waiting, timeout=self._config.shutdown_timeout_s)
+            if late:
+                log.warning("shutdown timeout: aborting connections", connections=len(late))
+                for conn in connections:
+                    if not conn.closed.done():
+                        conn.abort()
+        for server in self._servers.values():
+            await server.wait_closed()
+        log.info("stopped")
