@@ -1,0 +1,177 @@
+"""The proxy's connection handling against a scripted fake broker (one component, no Kafka)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import socket
+import struct
+from collections.abc import AsyncIterator
+
+import pytest
+
+from codec.header import peek_request_header, produce_acks, request_header, response_header
+from codec.registry import encode, request_class, response_class
+from proxy.config import ProxyConfig
+from proxy.connection import framed
+from proxy.server import ProxyServer
+from tests.messages import build
+
+SLOW_API = 2  # ListOffsets: the fake broker answers it late
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class FakeBroker:
+    """Answers Metadata properly, ListOffsets after a delay, anything else at once."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.received: list[tuple[int, int]] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                frame = await reader.readexactly(size)
+                header = peek_request_header(frame)
+                self.received.append((header.api_key, header.correlation_id))
+                if header.api_key == 0 and produce_acks(frame, header) == 0:
+                    continue
+                if header.api_key == SLOW_API:
+                    await asyncio.sleep(0.3)
+                body = self.metadata(header.api_version) if header.api_key == 3 else b"ok"
+                reply = response_header(header.correlation_id, header.api_key, header.api_version)
+                writer.write(framed(reply, body))
+        except asyncio.IncompleteReadError:
+            writer.close()
+
+    def metadata(self, version: int) -> bytes:
+        m = importlib.import_module(response_class(3, version).__module__)
+        broker = build(m.MetadataResponseBroker, node_id=1, host="127.0.0.1", port=self.port)
+        return encode(
+            build(
+                m.MetadataResponse,
+                throttle_time=0,
+                brokers=(broker,),
+                cluster_id="fake",
+                controller_id=1,
+                topics=(),
+                error_code=0,
+                cluster_authorized_operations=0,
+            )
+        )
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[tuple[ProxyServer, FakeBroker]]:
+    fake = FakeBroker()
+    broker_server = await asyncio.start_server(fake.handle, "127.0.0.1", fake.port)
+    node_port = free_port()
+    config = ProxyConfig(
+        listeners={
+            "bind_host": "127.0.0.1",
+            "advertised_host": "127.0.0.1",
+            "bootstrap_port": free_port(),
+            "broker_port_base": node_port - 1,
+        },
+        upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
+        limits={"max_frame_bytes": 4096},
+        shutdown_timeout_s=2,
+    )
+    server = ProxyServer(config)
+    await server.start()
+    yield server, fake
+    await server.shutdown()
+    broker_server.close()
+
+
+def request(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    return framed(request_header(api_key, version, correlation_id, "t"), body)
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    frame = await reader.readexactly(size)
+    return struct.unpack_from(">i", frame)[0], frame[4:]
+
+
+async def connect(server: ProxyServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    host, port = server.bootstrap_address.split(":")
+    return await asyncio.open_connection(host, int(port))
+
+
+async def test_node_listener_bound_at_start(proxy: tuple[ProxyServer, FakeBroker]) -> None:
+    server, _fake = proxy
+    assert list(server.node_ports) == [1]
+
+
+async def test_proxy_reply_waits_behind_a_slow_broker_response(
+    proxy: tuple[ProxyServer, FakeBroker],
+) -> None:
+    server, _fake = proxy
+    reader, writer = await connect(server)
+    # A slow pass-through request, then an ApiVersions version the proxy answers itself.
+    too_new = framed(struct.pack(">hhih", 18, 99, 2, 1), b"t\x00\x00")
+    writer.write(request(SLOW_API, 5, 1) + too_new + request(SLOW_API, 5, 3))
+    ids = [(await read_response(reader))[0] for _ in range(3)]
+    assert ids == [1, 2, 3]
+    writer.close()
+
+
+async def test_acks_zero_produce_expects_no_response(
+    proxy: tuple[ProxyServer, FakeBroker],
+) -> None:
+    server, fake = proxy
+    reader, writer = await connect(server)
+    produce = build(request_class(0, 9), transactional_id=None, acks=0, timeout=100, topic_data=())
+    frames = b"".join(request(0, 9, i, encode(produce)) for i in range(1, 101))
+    writer.write(frames + request(SLOW_API, 5, 500))
+    correlation_id, body = await read_response(reader)
+    assert (correlation_id, body) == (500, b"ok")
+    assert sum(1 for key, _ in fake.received if key == 0) == 100
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [struct.pack(">i", 4097) + b"x" * 10, struct.pack(">i", -5), b"\xff" * 64, framed(b"\x00\x03")],
+    ids=["oversize", "negative", "random", "short-header"],
+)
+async def test_malformed_input_closes_only_that_connection(
+    proxy: tuple[ProxyServer, FakeBroker], garbage: bytes
+) -> None:
+    server, _fake = proxy
+    good_reader, good_writer = await connect(server)
+    bad_reader, bad_writer = await connect(server)
+    bad_writer.write(garbage)
+    assert await asyncio.wait_for(bad_reader.read(), 5) == b""
+    good_writer.write(request(SLOW_API, 5, 9))
+    assert await read_response(good_reader) == (9, b"ok")
+    good_writer.close()
+
+
+async def test_unsupported_version_closes_the_connection(
+    proxy: tuple[ProxyServer, FakeBroker],
+) -> None:
+    server, fake = proxy
+    reader, writer = await connect(server)
+    writer.write(request(0, 12, 1))  # Produce v12 is above the proxy's cap
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert (0, 1) not in fake.received
+
+
+async def test_shutdown_lets_responses_in_flight_finish(
+    proxy: tuple[ProxyServer, FakeBroker],
+) -> None:
+    server, _fake = proxy
+    reader, writer = await connect(server)
+    writer.write(request(SLOW_API, 5, 77))
+    await asyncio.sleep(0.05)
+    await server.shutdown()
+    assert await read_response(reader) == (77, b"ok")
+    assert await asyncio.wait_for(reader.read(), 5) == b""
