@@ -541,7 +541,8 @@ class LocalKafka:
             self._save_state()
             self._wait_ready(timeout)
         except BaseException:
-            self._save_state()
+            # Never leave a half-started cluster behind; the directory keeps the logs.
+            self._abort(nodes)
             raise
         _progress(f"cluster ready in {time.monotonic() - started:.1f}s")
         return self.bootstrap_servers
@@ -561,9 +562,13 @@ class LocalKafka:
         self._nodes[node_id] = node
         self._write_node_files(node)
         self._format(java, libs, [node])
-        self._start(java, libs, node)
-        self._save_state()
-        self._wait_ready(timeout)
+        try:
+            self._start(java, libs, node)
+            self._save_state()
+            self._wait_ready(timeout)
+        except BaseException:
+            self._abort([node])
+            raise
         _progress(f"node {node_id} joined on {HOST}:{node.port}")
         return node_id
 
@@ -579,8 +584,9 @@ class LocalKafka:
     def down(self, keep: bool = False) -> None:
         """Stop every node (brokers first, then the controller) and remove the directory."""
         running = self._running_nodes()
-        if running:
-            _progress(f"stopping {len(running)} node(s)")
+        alive = sum(1 for n in running if self._alive(n))
+        if alive:
+            _progress(f"stopping {alive} node(s)")
         # Brokers first: their controlled shutdown needs the controller still up.
         self._terminate([n for n in running if n.controller_port is None], 30.0)
         self._terminate([n for n in running if n.controller_port is not None], 30.0)
@@ -714,8 +720,7 @@ class LocalKafka:
         for node, proc in running:
             output, _ = proc.communicate()
             if proc.returncode != 0:
-                lines = output.strip().splitlines()
-                failures.append(f"node {node.node_id}: {lines[-1] if lines else proc.returncode}")
+                failures.append(f"node {node.node_id}: {_java_error(output, proc.returncode)}")
         if failures:
             raise LocalKafkaError("kafka-storage format failed: " + "; ".join(failures))
 
@@ -771,7 +776,16 @@ class LocalKafka:
             tail = _tail(log)
             if tail:
                 print(f"--- tail of {log} ---\n{tail}", file=sys.stderr)
-        raise LocalKafkaError(f"node {node.node_id} {reason}; logs in {node_dir}")
+        raise LocalKafkaError(
+            f"node {node.node_id} {reason}; stopped what was started, logs in {node_dir}"
+        )
+
+    def _abort(self, nodes: Sequence[_Node]) -> None:
+        self._terminate([n for n in nodes if n.controller_port is None], 10.0)
+        self._terminate([n for n in nodes if n.controller_port is not None], 10.0)
+        for node in nodes:
+            node.pid = None
+        self._save_state()
 
     def _terminate(self, nodes: Sequence[_Node], grace: float) -> None:
         live = [n for n in nodes if n.pid is not None and self._alive(n)]
@@ -795,6 +809,12 @@ class LocalKafka:
                 proc.wait(timeout=10)
         while any(self._alive(n) for n in live):
             time.sleep(0.05)
+
+
+def _java_error(output: str, returncode: int) -> str:
+    """The most telling line of a failed JVM's output: its last non-stack-trace line."""
+    lines = [line for line in output.splitlines() if line.strip() and not line[0].isspace()]
+    return lines[-1].strip() if lines else f"exit code {returncode}"
 
 
 def _node_key(node: _Node) -> int:
