@@ -1,0 +1,36 @@
+# The proxy image: `docker build -t kafka-policy-proxy .` (docker-compose.yml builds it too).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Only what the package needs, so edits to tests or scripts do not invalidate this layer.
+WORKDIR /src
+COPY pyproject.toml ./
+COPY proxy ./proxy
+COPY codec ./codec
+COPY policy ./policy
+RUN pip install . \
+    && cd / && rm -rf /src
+
+# A minimal config; every value can be overridden with KPP_* variables (KPP_UPSTREAM__...),
+# or the whole file replaced with a bind mount.
+RUN mkdir -p /etc/kafka-policy-proxy \
+    && printf '%s\n' \
+        'listeners:' \
+        '  bind_host: 0.0.0.0' \
+        '  advertised_host: localhost' \
+        '  bootstrap_port: 9192' \
+        '  broker_port_base: 9200' \
+        'upstream:' \
+        '  bootstrap_servers: ["kafka-1:9092"]' \
+        > /etc/kafka-policy-proxy/proxy.yaml \
+    && useradd --system --no-create-home --uid 10001 kpp
+
+USER kpp
+WORKDIR /
+# 9192 is the bootstrap listener; node id N is served on 9200 + N.
+EXPOSE 9192 9201 9202 9203
+ENTRYPOINT ["kafka-policy-proxy", "run", "--config", "/etc/kafka-policy-proxy/proxy.yaml"]
