@@ -1,0 +1,113 @@
+"""The cluster facts rules may read, as a sync interface, plus an in-memory implementation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from policy.model import EMPTY_CONFIGS, JSON, ConfigMap, TopicState
+
+# Kafka's own internal topics; the broker marks them internal in Metadata too.
+INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+
+@runtime_checkable
+class ClusterState(Protocol):
+    """Cluster facts, read synchronously; the proxy fills them from a snapshot."""
+
+    def topic(self, name: str) -> TopicState | None:
+        """The current state of the topic with this name, or None if it does not exist."""
+        ...
+
+    def topic_by_id(self, topic_id: str) -> TopicState | None:
+        """The current state of the topic with this id, or None if it does not exist."""
+        ...
+
+    def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
+        """The names of the existing topics."""
+        ...
+
+    def broker_count(self) -> int:
+        """How many brokers the cluster has."""
+        ...
+
+    def broker_default_configs(self) -> ConfigMap:
+        """The broker's default topic configs, keyed by topic config name (`retention.ms`)."""
+        ...
+
+    def total_partitions(self) -> int:
+        """The number of partitions over all topics, internal ones included."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class InMemoryCluster:
+    """A `ClusterState` held in memory: for tests, the offline tools and the Spark jobs."""
+
+    topics: tuple[TopicState, ...] = ()
+    brokers: int = 1
+    defaults: ConfigMap = EMPTY_CONFIGS
+    _by_name: Mapping[str, TopicState] = field(init=False, repr=False, compare=False)
+    _by_id: Mapping[str, TopicState] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {t.name: t for t in self.topics})
+        object.__setattr__(self, "_by_id", {t.topic_id: t for t in self.topics if t.topic_id})
+
+    @classmethod
+    def of(
+        cls,
+        topics: Iterable[TopicState] = (),
+        brokers: int = 1,
+        defaults: Mapping[str, str | None] | None = None,
+    ) -> InMemoryCluster:
+        """Build from any iterables and mappings."""
+        return cls(tuple(topics), brokers, ConfigMap(defaults or {}))
+
+    def topic(self, name: str) -> TopicState | None:
+        """The current state of the topic with this name, or None."""
+        return self._by_name.get(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicState | None:
+        """The current state of the topic with this id, or None."""
+        return self._by_id.get(topic_id)
+
+    def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
+        """The names of the existing topics."""
+        return frozenset(
+            t.name
+            for t in self.topics
+            if include_internal or not (t.internal or t.name in INTERNAL_TOPICS)
+        )
+
+    def broker_count(self) -> int:
+        """How many brokers the cluster has."""
+        return self.brokers
+
+    def broker_default_configs(self) -> ConfigMap:
+        """The broker's default topic configs."""
+        return self.defaults
+
+    def total_partitions(self) -> int:
+        """The number of partitions over all topics."""
+        return sum(t.partitions for t in self.topics)
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "topics": [t.to_dict() for t in self.topics],
+            "brokers": self.brokers,
+            "defaults": dict(self.defaults),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InMemoryCluster:
+        """Rebuild from `to_dict()` output."""
+        return cls.of(
+            (TopicState.from_dict(t) for t in data.get("topics") or ()),
+            data.get("brokers", 1),
+            data.get("defaults") or {},
+        )

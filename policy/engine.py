@@ -1,0 +1,290 @@
+"""The compiled policy: per-action plans of selectors and checks, evaluated synchronously."""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, compile_rule
+from policy.cluster import INTERNAL_TOPICS, ClusterState
+from policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
+from policy.plugins import (
+    PluginLoadError,
+    PolicyPlugin,
+    PolicyViolation,
+    dispatch,
+    load_plugin,
+)
+from policy.rules import PolicyDocument, Selector
+from policy.streams import compile_streams
+
+logger = logging.getLogger(__name__)
+
+ALL_FACTS = frozenset(Fact)
+UNKNOWN_TOPIC_RULE = "unknown-topic"
+_GLOB_CHARS = frozenset("*?[")
+
+
+class _Names:
+    """Exact names in a set, globs in one compiled regex."""
+
+    __slots__ = ("exact", "glob")
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        patterns = list(patterns)
+        self.exact = frozenset(p for p in patterns if not _GLOB_CHARS & set(p))
+        globs = [p for p in patterns if p not in self.exact]
+        self.glob = (
+            re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in globs)) if globs else None
+        )
+
+    def __contains__(self, value: str) -> bool:
+        return value in self.exact or (self.glob is not None and self.glob.match(value) is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSelector:
+    """A rule's selector, minus actions and internal-topic handling (done by the plan)."""
+
+    topic: re.Pattern[str] | None
+    prefix: str | None
+    principals: _Names | None
+    except_principals: _Names | None
+    client_ids: _Names | None
+
+    @classmethod
+    def build(cls, selector: Selector) -> CompiledSelector | None:
+        """Compile a selector; None when it selects every topic and client."""
+        compiled = cls(
+            topic=None if selector.topic is None else re.compile(selector.topic),
+            prefix=selector.topic_prefix,
+            principals=None if selector.principals is None else _Names(selector.principals),
+            except_principals=_Names(selector.except_principals)
+            if selector.except_principals
+            else None,
+            client_ids=None if selector.client_ids is None else _Names(selector.client_ids),
+        )
+        return None if compiled == cls(None, None, None, None, None) else compiled
+
+    def matches(self, request: TopicRequest, name: str) -> bool:
+        """Whether the request's topic and client are selected."""
+        if self.prefix is not None and not name.startswith(self.prefix):
+            return False
+        if self.topic is not None and self.topic.fullmatch(name) is None:
+            return False
+        principal = request.principal
+        if self.principals is not None and principal.name not in self.principals:
+            return False
+        if self.except_principals is not None and principal.name in self.except_principals:
+            return False
+        return self.client_ids is None or principal.client_id in self.client_ids
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One rule's checks for one action kind."""
+
+    rule: str
+    mode: Mode
+    selector: CompiledSelector | None
+    internal: bool
+    fns: tuple[CheckFn, ...]
+    facts: frozenset[Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plugin:
+    name: str
+    mode: Mode
+    selector: CompiledSelector | None
+    internal: bool
+    keys: frozenset[ActionKey]
+    facts: frozenset[Fact]
+    plugin: PolicyPlugin | None
+
+
+def _keys(selector: Selector) -> frozenset[ActionKey]:
+    if selector.actions is None:
+        return frozenset(ALL_KEYS)
+    return frozenset().union(*(ACTION_KEYS[a] for a in selector.actions))
+
+
+class CompiledPolicy:
+    """A validated policy compiled into per-action plans; evaluation is pure and thread-safe.
+
+    Pickling ships the validated document and recompiles on unpickling, so each Spark
+    executor gets fresh plugin instances (which it must `close()`).
+    """
+
+    def __init__(self, document: PolicyDocument, *, load_plugins: bool = True) -> None:
+        self.document = document
+        self.dry_run = document.dry_run
+        self._load_plugins = load_plugins
+        plans: dict[ActionKey, list[_Entry]] = {key: [] for key in ALL_KEYS}
+        for rule in document.rules:
+            mode = Mode.AUDIT if document.dry_run else rule.mode
+            selector = CompiledSelector.build(rule.match)
+            wanted = _keys(rule.match)
+            checks: list[Check] = (
+                compile_streams(rule.streams) if rule.streams is not None else compile_rule(rule)
+            )
+            for key in ALL_KEYS:
+                if key not in wanted:
+                    continue
+                here = [c for c in checks if key in c.keys]
+                if here:
+                    facts = frozenset().union(*(c.facts for c in here))
+                    fns = tuple(c.fn for c in here)
+                    plans[key].append(
+                        _Entry(rule.name, mode, selector, rule.match.internal, fns, facts)
+                    )
+        self._plans: dict[ActionKey, tuple[_Entry, ...]] = {k: tuple(v) for k, v in plans.items()}
+        plugins: list[_Plugin] = []
+        for index, spec in enumerate(document.plugins):
+            instance = None
+            if load_plugins:
+                try:
+                    instance = load_plugin(spec.class_, spec.config)
+                except PluginLoadError as exc:
+                    for started in plugins:
+                        if started.plugin is not None:
+                            started.plugin.close()
+                    raise PluginLoadError(str(exc), index) from exc
+            plugins.append(
+                _Plugin(
+                    name=spec.name,
+                    mode=Mode.AUDIT if document.dry_run else spec.mode,
+                    selector=CompiledSelector.build(spec.match),
+                    internal=spec.match.internal,
+                    keys=_keys(spec.match),
+                    facts=ALL_FACTS if spec.needs is None else frozenset(spec.needs),
+                    plugin=instance,
+                )
+            )
+        self._plugins = tuple(plugins)
+        self._mode = Mode.AUDIT if document.dry_run else Mode.ENFORCE
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"document": self.document, "load_plugins": self._load_plugins}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["document"], load_plugins=state["load_plugins"])  # type: ignore[misc]
+
+    @property
+    def rule_names(self) -> tuple[str, ...]:
+        """The rule and plugin names, in declaration order."""
+        return tuple(r.name for r in self.document.rules) + tuple(p.name for p in self._plugins)
+
+    def _plan(self, request: TopicRequest) -> tuple[_Entry, ...]:
+        plan = self._plans.get((request.action, request.alter_kind))
+        if plan is None:
+            raise ValueError(
+                f"request for {request.name!r}: action {request.action.value!r} "
+                f"with alter_kind {request.alter_kind!r} is not a valid combination"
+            )
+        return plan
+
+    def needs(self, request: TopicRequest) -> frozenset[Fact]:
+        """The cluster facts the rules that select this request will read."""
+        name = request.name
+        internal = _is_internal(request, name)
+        facts: set[Fact] = set()
+        if not name:
+            facts.add(Fact.TOPIC_STATE)
+        for entry in self._plan(request):
+            if internal and not entry.internal:
+                continue
+            if entry.selector is None or entry.selector.matches(request, name):
+                facts |= entry.facts
+        key = (request.action, request.alter_kind)
+        for plugin in self._plugins:
+            if key not in plugin.keys or (internal and not plugin.internal):
+                continue
+            if plugin.selector is None or plugin.selector.matches(request, name):
+                facts |= plugin.facts
+        if request.action is Action.CREATE:
+            facts.discard(Fact.TOPIC_STATE)  # a topic being created has no current state
+        return frozenset(facts)
+
+    def evaluate(self, request: TopicRequest, cluster: ClusterState) -> Decision:
+        """Evaluate every selected rule and plugin, in declaration order, for one topic."""
+        plan = self._plan(request)
+        name = request.name
+        violations: list[Violation] = []
+        if not name:
+            violations.append(
+                Violation(
+                    UNKNOWN_TOPIC_RULE,
+                    f"[{UNKNOWN_TOPIC_RULE}] topic id {request.topic_id!r} does not name a "
+                    "known topic; denied because no rule can be checked",
+                    self._mode,
+                )
+            )
+        internal = _is_internal(request, name)
+        for entry in plan:
+            if internal and not entry.internal:
+                continue
+            selector = entry.selector
+            if selector is not None and not selector.matches(request, name):
+                continue
+            for fn in entry.fns:
+                message = fn(request, cluster)
+                if message is not None:
+                    violations.append(
+                        Violation(entry.rule, f"[{entry.rule}] {message}", entry.mode)
+                    )
+        if self._plugins:
+            self._run_plugins(request, cluster, name, internal, violations)
+        allowed = all(v.mode is Mode.AUDIT for v in violations)
+        return Decision(name, request.action, allowed, tuple(violations), self._mode)
+
+    def _run_plugins(
+        self,
+        request: TopicRequest,
+        cluster: ClusterState,
+        name: str,
+        internal: bool,
+        violations: list[Violation],
+    ) -> None:
+        key = (request.action, request.alter_kind)
+        for spec in self._plugins:
+            if spec.plugin is None or key not in spec.keys or (internal and not spec.internal):
+                continue
+            if spec.selector is not None and not spec.selector.matches(request, name):
+                continue
+            try:
+                dispatch(spec.plugin, request, cluster)
+            except PolicyViolation as exc:
+                violations.append(Violation(spec.name, f"[{spec.name}] {exc}", spec.mode))
+            except Exception as exc:
+                # Fail closed: a broken plugin must not let requests through unchecked.
+                logger.exception(
+                    "policy plugin %r failed on topic %r (%s); denying",
+                    spec.name,
+                    name,
+                    request.action.value,
+                )
+                message = (
+                    f"[{spec.name}] topic {name!r}: the policy plugin failed "
+                    f"({type(exc).__name__}); denied"
+                )
+                violations.append(Violation(spec.name, message, spec.mode))
+
+    def close(self) -> None:
+        """Close every plugin; errors are logged, and every plugin gets its close call."""
+        for spec in self._plugins:
+            if spec.plugin is None:
+                continue
+            try:
+                spec.plugin.close()
+            except Exception:
+                logger.exception("policy plugin %r failed to close", spec.name)
+
+
+def _is_internal(request: TopicRequest, name: str) -> bool:
+    current = request.current
+    return name in INTERNAL_TOPICS or (current is not None and current.internal)

@@ -1,0 +1,217 @@
+"""Policy text (YAML) or a mapping -> a validated, compiled policy; errors name the path."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from policy.configs import ConfigType, config_type, parse_bound
+from policy.engine import CompiledPolicy
+from policy.plugins import PluginLoadError
+from policy.rules import PolicyDocument, Rule
+
+Path = tuple[str | int, ...]
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMERIC_KINDS = (ConfigType.NUMBER, ConfigType.DURATION, ConfigType.SIZE)
+_CONSTRAINT_FIELDS = (
+    "name_pattern",
+    "name_collision",
+    "partitions",
+    "replication",
+    "configs",
+    "deny",
+    "cluster",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One reason a policy was refused, at a path such as rules[2].configs."retention.ms".max."""
+
+    path: Path
+    reason: str
+    line: int | None = None
+
+    @property
+    def where(self) -> str:
+        """The path rendered for people."""
+        return format_path(self.path)
+
+
+class PolicyError(Exception):
+    """The policy was refused; `problems` lists every path and reason."""
+
+    def __init__(self, source: str, problems: Sequence[Problem], what: str = "policy") -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        lines = [f"invalid {what} {source}:"]
+        for p in self.problems:
+            at = f"line {p.line}: " if p.line is not None else ""
+            lines.append(f"  {at}{p.where}: {p.reason}")
+        super().__init__("\n".join(lines))
+
+
+def format_path(path: Path) -> str:
+    """Render a path as people read it: rules[2].configs."retention.ms".max."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            text = part if _BARE_KEY.fullmatch(part) else f'"{part}"'
+            out += f".{text}" if out else text
+    return out or "(top level)"
+
+
+def parse_document(source: str | Mapping[str, Any], name: str = "<policy>") -> PolicyDocument:
+    """Parse and validate a policy (YAML text or a mapping) without compiling it."""
+    data, node = parse_source(source, name)
+    try:
+        document = PolicyDocument.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(name, validation_problems(exc, node)) from None
+    problems = _semantic_problems(document)
+    if problems:
+        raise PolicyError(name, [Problem(p, r, line_of(node, p)) for p, r in problems])
+    return document
+
+
+def load_policy(
+    source: str | Mapping[str, Any], name: str = "<policy>", *, load_plugins: bool = True
+) -> CompiledPolicy:
+    """Validate and compile a policy; plugins are imported and started unless told not to."""
+    document = parse_document(source, name)
+    try:
+        return CompiledPolicy(document, load_plugins=load_plugins)
+    except PluginLoadError as exc:
+        index = exc.index if exc.index is not None else 0
+        raise PolicyError(name, [Problem(("plugins", index, "class"), str(exc))]) from None
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a policy file, for editors."""
+    schema = PolicyDocument.model_json_schema(by_alias=True)
+    schema["title"] = "kafka-policy-proxy policy"
+    return schema
+
+
+def parse_source(
+    source: str | Mapping[str, Any], name: str, what: str = "policy"
+) -> tuple[Any, yaml.Node | None]:
+    """Parse YAML text (or take a mapping); also return the YAML node tree for line numbers."""
+    if not isinstance(source, str):
+        return dict(source), None
+    try:
+        node = yaml.compose(source, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(source)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = None if mark is None else mark.line + 1
+        raise PolicyError(name, [Problem((), f"not valid YAML: {exc}", line)], what) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(name, [Problem((), "the top level must be a mapping")], what)
+    return data, node
+
+
+def validation_problems(exc: ValidationError, node: yaml.Node | None) -> list[Problem]:
+    """Turn pydantic's errors into Problems with paths and YAML line numbers."""
+    return [_problem(error, node) for error in exc.errors()]
+
+
+def _problem(error: Any, node: yaml.Node | None) -> Problem:
+    path: Path = tuple(error["loc"])
+    if error["type"] == "extra_forbidden":
+        reason = "unknown key"
+    elif error["type"] == "missing":
+        reason = "required key is missing"
+    else:
+        reason = str(error["msg"]).removeprefix("Value error, ")
+    return Problem(path, reason, line_of(node, path))
+
+
+def line_of(node: yaml.Node | None, path: Path) -> int | None:
+    """The 1-based line of the YAML node at `path` (or of its nearest parent)."""
+    if node is None:
+        return None
+    for part in path:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            child = node.value[part] if 0 <= part < len(node.value) else None
+        if child is None:
+            break
+        node = child
+    return int(node.start_mark.line) + 1
+
+
+def _semantic_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
+    """What pydantic cannot see: duplicate names, typed config bounds, empty rules."""
+    problems: list[tuple[Path, str]] = []
+    seen: dict[str, Path] = {}
+    named: list[tuple[Path, str]] = [(("rules", i), r.name) for i, r in enumerate(document.rules)]
+    named += [(("plugins", i), p.name) for i, p in enumerate(document.plugins)]
+    for where, rule_name in named:
+        if rule_name in seen:
+            problems.append(
+                (
+                    (*where, "name"),
+                    f"duplicate name {rule_name!r} (also {format_path(seen[rule_name])})",
+                )
+            )
+        else:
+            seen[rule_name] = where
+    for index, rule in enumerate(document.rules):
+        problems += _rule_problems(("rules", index), rule)
+    return problems
+
+
+def _rule_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:
+    given = [f for f in _CONSTRAINT_FIELDS if f in rule.model_fields_set and getattr(rule, f)]
+    if rule.streams is not None:
+        if given:
+            return [
+                (
+                    (*at, "streams"),
+                    f"a streams rule takes no other constraints ({', '.join(given)})",
+                )
+            ]
+        return []
+    if not given:
+        return [(at, "the rule has no constraints (and is not a streams rule)")]
+    problems: list[tuple[Path, str]] = []
+    for key, constraint in rule.configs.items():
+        where: Path = (*at, "configs", key)
+        kind = config_type(key, constraint.type)
+        if constraint.required and constraint.forbidden:
+            problems.append((where, "a config cannot be both required and forbidden"))
+        bounds: dict[str, float] = {}
+        for field in ("min", "max"):
+            raw = getattr(constraint, field)
+            if raw is None:
+                continue
+            if kind not in _NUMERIC_KINDS:
+                problems.append(
+                    (
+                        (*where, field),
+                        f"{key} is a {kind.value} config; min/max need a number, "
+                        "duration or size (set `type` for configs Kafka does not define)",
+                    )
+                )
+                continue
+            try:
+                bounds[field] = parse_bound(raw, kind)
+            except ValueError as exc:
+                problems.append(((*where, field), str(exc)))
+        if "min" in bounds and "max" in bounds and bounds["min"] > bounds["max"]:
+            problems.append(
+                ((*where, "max"), f"max ({constraint.max}) is less than min ({constraint.min})")
+            )
+    return problems

@@ -1,0 +1,368 @@
+"""Requests, topic states and decisions: frozen data that round-trips through JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NoReturn
+
+JSON = dict[str, Any]
+
+
+class Action(StrEnum):
+    """The lifecycle operation a topic request asks for (KIP-201)."""
+
+    CREATE = "create"
+    ALTER = "alter"
+    DELETE = "delete"
+    DELETE_RECORDS = "delete_records"
+
+
+class AlterKind(StrEnum):
+    """Which part of an existing topic an `alter` changes."""
+
+    CONFIGS = "configs"
+    PARTITIONS = "partitions"
+    REASSIGNMENT = "reassignment"
+
+
+class ConfigOp(StrEnum):
+    """How one config entry in a request changes the topic's configs."""
+
+    SET = "SET"
+    DELETE = "DELETE"
+    APPEND = "APPEND"
+    SUBTRACT = "SUBTRACT"
+
+
+class ConfigSource(StrEnum):
+    """Which Kafka API sent the configs, and so which semantics produced the effective configs."""
+
+    CREATE = "create"  # CreateTopics: requested configs over the broker defaults
+    REPLACE = "replace"  # AlterConfigs: a full replacement
+    INCREMENTAL = "incremental"  # IncrementalAlterConfigs: ops applied to the current configs
+
+
+class Fact(StrEnum):
+    """A cluster fact the proxy may have to fetch before evaluating a request."""
+
+    TOPIC_STATE = "topic_state"
+    BROKER_DEFAULTS = "broker_defaults"
+    TOPIC_NAMES = "topic_names"
+    BROKER_COUNT = "broker_count"
+    TOTAL_PARTITIONS = "total_partitions"
+
+
+class ConfigMap(dict[str, str | None]):
+    """An immutable, hashable config mapping (name -> value, None for a null value)."""
+
+    __slots__ = ("_hash",)
+
+    def __init__(
+        self, items: Mapping[str, str | None] | Iterable[tuple[str, str | None]] = ()
+    ) -> None:
+        super().__init__(items)
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        if self._hash is None:
+            self._hash = hash(frozenset(self.items()))
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[ConfigMap], tuple[dict[str, str | None]]]:
+        return (ConfigMap, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"ConfigMap({dict.__repr__(self)})"
+
+    def _immutable(self, *_: object, **__: object) -> NoReturn:
+        raise TypeError("ConfigMap is immutable")
+
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __ior__ = _immutable
+    clear = _immutable
+    pop = _immutable
+    popitem = _immutable
+    setdefault = _immutable
+    update = _immutable
+
+    def merged(self, other: Mapping[str, str | None]) -> ConfigMap:
+        """Return a copy with `other`'s entries laid over this map's."""
+        merged = dict(self)
+        merged.update(other)
+        return ConfigMap(merged)
+
+
+EMPTY_CONFIGS = ConfigMap()
+
+Assignment = tuple[tuple[int, tuple[int, ...]], ...]
+
+
+def freeze_assignment(assignment: Iterable[tuple[int, Iterable[int]]] | None) -> Assignment:
+    """Normalise a replica assignment: sorted by partition, replica order kept."""
+    if assignment is None:
+        return ()
+    return tuple(sorted((int(p), tuple(int(b) for b in replicas)) for p, replicas in assignment))
+
+
+def _assignment_to_json(assignment: Assignment) -> list[list[Any]]:
+    return [[partition, list(replicas)] for partition, replicas in assignment]
+
+
+def _assignment_from_json(data: Any) -> Assignment:
+    return freeze_assignment((p, replicas) for p, replicas in data or ())
+
+
+def _configs_from_json(data: Any) -> ConfigMap:
+    return ConfigMap(data or {})
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """One config entry as named in a request."""
+
+    name: str
+    op: ConfigOp
+    value: str | None
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {"name": self.name, "op": self.op.value, "value": self.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConfigChange:
+        """Rebuild from `to_dict()` output."""
+        return cls(data["name"], ConfigOp(data["op"]), data["value"])
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    """A topic as it exists in the cluster; `configs` are its effective configs."""
+
+    name: str
+    topic_id: str | None = None
+    partitions: int = 0
+    replication_factor: int = 0
+    assignment: Assignment = ()
+    configs: ConfigMap = EMPTY_CONFIGS
+    internal: bool = False
+    marked_for_deletion: bool = False
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "name": self.name,
+            "topic_id": self.topic_id,
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "assignment": _assignment_to_json(self.assignment),
+            "configs": dict(self.configs),
+            "internal": self.internal,
+            "marked_for_deletion": self.marked_for_deletion,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TopicState:
+        """Rebuild from `to_dict()` output."""
+        return cls(
+            name=data["name"],
+            topic_id=data.get("topic_id"),
+            partitions=data.get("partitions", 0),
+            replication_factor=data.get("replication_factor", 0),
+            assignment=_assignment_from_json(data.get("assignment")),
+            configs=_configs_from_json(data.get("configs")),
+            internal=data.get("internal", False),
+            marked_for_deletion=data.get("marked_for_deletion", False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedState:
+    """What the topic will look like if the request is allowed.
+
+    `partitions`/`replication_factor` are None when the broker default applies and the
+    default was not known; `configs` are the effective configs after the request, as far as
+    the broker defaults and current configs given to the builder allow.
+    """
+
+    partitions: int | None = None
+    replication_factor: int | None = None
+    assignment: Assignment = ()
+    generated_assignment: bool = True
+    configs: ConfigMap = EMPTY_CONFIGS
+    changes: tuple[ConfigChange, ...] = ()
+    config_source: ConfigSource | None = None
+
+    @property
+    def named_configs(self) -> ConfigMap:
+        """The configs named in the request (name -> value as sent)."""
+        return ConfigMap((c.name, c.value) for c in self.changes)
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "assignment": _assignment_to_json(self.assignment),
+            "generated_assignment": self.generated_assignment,
+            "configs": dict(self.configs),
+            "changes": [c.to_dict() for c in self.changes],
+            "config_source": None if self.config_source is None else self.config_source.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RequestedState:
+        """Rebuild from `to_dict()` output."""
+        source = data.get("config_source")
+        return cls(
+            partitions=data.get("partitions"),
+            replication_factor=data.get("replication_factor"),
+            assignment=_assignment_from_json(data.get("assignment")),
+            generated_assignment=data.get("generated_assignment", True),
+            configs=_configs_from_json(data.get("configs")),
+            changes=tuple(ConfigChange.from_dict(c) for c in data.get("changes") or ()),
+            config_source=None if source is None else ConfigSource(source),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who sent the request: the authenticated principal, client id and address."""
+
+    name: str = "User:ANONYMOUS"
+    client_id: str = ""
+    address: str = ""
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {"name": self.name, "client_id": self.client_id, "address": self.address}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Principal:
+        """Rebuild from `to_dict()` output."""
+        return cls(
+            data.get("name", "User:ANONYMOUS"), data.get("client_id", ""), data.get("address", "")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRequest:
+    """One topic's part of an admin request: who, what, the requested and the current state."""
+
+    topic: str | None
+    action: Action
+    principal: Principal = field(default_factory=Principal)
+    topic_id: str | None = None
+    alter_kind: AlterKind | None = None
+    validate_only: bool = False
+    requested: RequestedState = field(default_factory=RequestedState)
+    current: TopicState | None = None
+    record_offsets: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The topic name, falling back to the current state's name (deletes by topic id)."""
+        if self.topic is not None:
+            return self.topic
+        if self.current is not None:
+            return self.current.name
+        return ""
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "topic": self.topic,
+            "topic_id": self.topic_id,
+            "action": self.action.value,
+            "alter_kind": None if self.alter_kind is None else self.alter_kind.value,
+            "principal": self.principal.to_dict(),
+            "validate_only": self.validate_only,
+            "requested": self.requested.to_dict(),
+            "current": None if self.current is None else self.current.to_dict(),
+            "record_offsets": [list(po) for po in self.record_offsets],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TopicRequest:
+        """Rebuild from `to_dict()` output."""
+        kind = data.get("alter_kind")
+        current = data.get("current")
+        return cls(
+            topic=data.get("topic"),
+            topic_id=data.get("topic_id"),
+            action=Action(data["action"]),
+            alter_kind=None if kind is None else AlterKind(kind),
+            principal=Principal.from_dict(data.get("principal") or {}),
+            validate_only=data.get("validate_only", False),
+            requested=RequestedState.from_dict(data.get("requested") or {}),
+            current=None if current is None else TopicState.from_dict(current),
+            record_offsets=tuple((int(p), int(o)) for p, o in data.get("record_offsets") or ()),
+        )
+
+
+class Mode(StrEnum):
+    """Whether a violated rule denies (`enforce`) or is only recorded (`audit`)."""
+
+    ENFORCE = "enforce"
+    AUDIT = "audit"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One rule a request broke, with the message naming the rule and the value."""
+
+    rule: str
+    message: str
+    mode: Mode = Mode.ENFORCE
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {"rule": self.rule, "message": self.message, "mode": self.mode.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Violation:
+        """Rebuild from `to_dict()` output."""
+        return cls(data["rule"], data["message"], Mode(data.get("mode", "enforce")))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The verdict for one topic: allowed or denied, and every violated rule in rule order.
+
+    `mode` is `audit` when the whole policy runs as a dry run. `allowed` is False exactly when
+    an `enforce` violation is present; audit violations only record what would have been denied.
+    """
+
+    topic: str
+    action: Action
+    allowed: bool
+    violations: tuple[Violation, ...] = ()
+    mode: Mode = Mode.ENFORCE
+
+    @property
+    def message(self) -> str:
+        """The enforced violations' messages joined for a Kafka error message."""
+        return "; ".join(v.message for v in self.violations if v.mode is Mode.ENFORCE)
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "topic": self.topic,
+            "action": self.action.value,
+            "allowed": self.allowed,
+            "violations": [v.to_dict() for v in self.violations],
+            "mode": self.mode.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+        """Rebuild from `to_dict()` output."""
+        return cls(
+            topic=data["topic"],
+            action=Action(data["action"]),
+            allowed=data["allowed"],
+            violations=tuple(Violation.from_dict(v) for v in data.get("violations") or ()),
+            mode=Mode(data.get("mode", "enforce")),
+        )

@@ -1,0 +1,196 @@
+"""The policy file's schema: rules, selectors, constraints and plugins, validated by pydantic."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from policy.configs import ConfigType
+from policy.model import Fact, Mode
+
+RULE_NAME = r"^[a-z0-9][a-z0-9._-]*$"
+ActionName = Literal[
+    "create",
+    "alter",
+    "alter:configs",
+    "alter:partitions",
+    "alter:reassignment",
+    "delete",
+    "delete_records",
+]
+Bound = int | float | str
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+def _check_regex(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from exc
+    return value
+
+
+def _check_min_max(value: Any, info: ValidationInfo) -> Any:
+    low = info.data.get("min")
+    numbers = isinstance(low, int | float) and isinstance(value, int | float)
+    if value is not None and numbers and low > value:
+        raise ValueError(f"max ({value}) is less than min ({low})")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Selector(_Strict):
+    """Which requests a rule applies to; every given field must match (AND)."""
+
+    topic: str | None = Field(
+        default=None, description="regex matched against the whole, exact topic name"
+    )
+    topic_prefix: str | None = Field(default=None, description="the topic name starts with this")
+    principals: list[str] | None = Field(
+        default=None, description="principals, exact or glob (`User:svc-*`); any if absent"
+    )
+    except_principals: list[str] = Field(
+        default_factory=list, description="principals (exact or glob) the rule never applies to"
+    )
+    client_ids: list[str] | None = Field(
+        default=None, description="client ids, exact or glob; any if absent"
+    )
+    actions: list[ActionName] | None = Field(
+        default=None, description="actions; `alter` covers all three alter kinds; any if absent"
+    )
+    internal: bool = Field(
+        default=False, description="also apply to internal topics such as __consumer_offsets"
+    )
+
+    _regex = field_validator("topic")(_check_regex)
+
+
+class PartitionsConstraint(_Strict):
+    """Partition count bounds on create and on partition increases."""
+
+    min: PositiveInt | None = None
+    max: PositiveInt | None = None
+    max_increase: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="largest number of partitions one alter may add"
+    )
+
+    _max = field_validator("max")(_check_min_max)
+
+
+class ReplicationConstraint(_Strict):
+    """Replication factor bounds on create and reassignment; explicit assignments."""
+
+    min: PositiveInt | None = None
+    max: PositiveInt | None = None
+    explicit_assignment: bool = Field(
+        default=True,
+        description="false denies create/partition-increase requests that place replicas",
+    )
+
+    _max = field_validator("max")(_check_min_max)
+
+
+class ConfigConstraint(_Strict):
+    """Constraints on one topic config key."""
+
+    type: ConfigType | None = Field(
+        default=None, description="how to read the value; known Kafka configs have a default"
+    )
+    min: Bound | None = Field(default=None, description="number, duration ('7d') or size ('1GiB')")
+    max: Bound | None = None
+    values: list[str] | None = Field(
+        default=None, description="allowed values (for list configs: allowed items)"
+    )
+    pattern: str | None = Field(default=None, description="regex the whole value must match")
+    required: bool = Field(
+        default=False, description="must be set on create; may not be reset to the default"
+    )
+    forbidden: bool = Field(default=False, description="may not be set by the request")
+    immutable: bool = Field(default=False, description="may not change after the topic exists")
+
+    _regex = field_validator("pattern")(_check_regex)
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _bound(cls, value: Any) -> Any:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float | str)
+        ):
+            raise ValueError("must be a number, a duration such as '7d' or a size such as '1GiB'")
+        return value
+
+
+class ClusterLimits(_Strict):
+    """Cluster-wide budgets, read from the ClusterState."""
+
+    max_total_partitions: PositiveInt | None = None
+    max_partitions_per_broker: PositiveInt | None = None
+    max_topics: PositiveInt | None = None
+
+
+class StreamsSpec(_Strict):
+    """Kafka Streams internal-topic protection (KIP-698)."""
+
+    application_ids: list[str] | None = Field(
+        default=None, description="application ids (exact or glob); any if absent"
+    )
+    owners: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="application id (or glob) -> principals allowed to delete its topics",
+    )
+
+
+class Rule(_Strict):
+    """A named rule: a selector and constraints, or the Streams rule kind."""
+
+    name: str = Field(pattern=RULE_NAME)
+    description: str = ""
+    mode: Mode = Mode.ENFORCE
+    match: Selector = Field(default_factory=Selector)
+    name_pattern: str | None = Field(
+        default=None, description="regex a new topic's whole name must match"
+    )
+    partitions: PartitionsConstraint | None = None
+    replication: ReplicationConstraint | None = None
+    configs: dict[str, ConfigConstraint] = Field(default_factory=dict)
+    deny: bool = Field(default=False, description="deny every request the selector matches")
+    message: str | None = Field(default=None, description="added to this rule's messages")
+    cluster: ClusterLimits | None = None
+    name_collision: bool = Field(
+        default=False, description="deny a new name that equals an existing one up to '.'/'_'"
+    )
+    streams: StreamsSpec | None = None
+
+    _regex = field_validator("name_pattern")(_check_regex)
+
+
+class PluginSpec(_Strict):
+    """A Python plugin, loaded by dotted path, with its own config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: str = Field(pattern=RULE_NAME)
+    class_: str = Field(
+        alias="class", description="`package.module.Class` or `package.module:Class`"
+    )
+    config: dict[str, Any] = Field(default_factory=dict)
+    mode: Mode = Mode.ENFORCE
+    match: Selector = Field(default_factory=Selector)
+    needs: list[Fact] | None = Field(
+        default=None, description="cluster facts the plugin reads; all of them if absent"
+    )
+
+
+class PolicyDocument(_Strict):
+    """A whole policy file."""
+
+    version: Literal[1] = 1
+    dry_run: bool = Field(default=False, description="run every rule in audit mode")
+    rules: list[Rule] = Field(default_factory=list)
+    plugins: list[PluginSpec] = Field(default_factory=list)

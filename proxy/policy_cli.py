@@ -1,0 +1,184 @@
+"""`kafka-policy-proxy policy check|eval|test|schema`: the offline policy tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from policy.engine import CompiledPolicy
+from policy.loader import PolicyError, load_policy, policy_json_schema
+from policy.model import Decision, Mode
+from policy.scenario import (
+    ClusterSpec,
+    evaluate_spec,
+    parse_cluster,
+    parse_request,
+    parse_suite,
+    run_suite,
+)
+
+OK, DENIED, INVALID = 0, 1, 2
+
+
+class _InputError(Exception):
+    """A file could not be read; the message says which and why."""
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the `policy` command and its subcommands on the main CLI."""
+    policy = subparsers.add_parser("policy", help="check, evaluate and test policy files offline")
+    commands = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
+
+    check = commands.add_parser("check", help="validate a policy file (exit 0 valid, 2 invalid)")
+    check.add_argument("file", type=Path, help="the policy file")
+    _no_plugins(check)
+    check.set_defaults(func=cmd_check)
+
+    evaluate = commands.add_parser(
+        "eval", help="evaluate one described request (exit 0 all allowed, 1 any denied)"
+    )
+    evaluate.add_argument("file", type=Path, help="the policy file")
+    evaluate.add_argument("--request", type=Path, required=True, help="the described request")
+    evaluate.add_argument("--cluster", type=Path, help="the described cluster state")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object per topic")
+    _no_plugins(evaluate)
+    evaluate.set_defaults(func=cmd_eval)
+
+    test = commands.add_parser("test", help="run a suite of expected decisions (exit 0 all pass)")
+    test.add_argument("file", type=Path, help="the policy file")
+    test.add_argument("cases", type=Path, help="the test cases file")
+    test.add_argument("-v", "--verbose", action="store_true", help="show every decision")
+    _no_plugins(test)
+    test.set_defaults(func=cmd_test)
+
+    schema = commands.add_parser("schema", help="print the policy file's JSON Schema")
+    schema.set_defaults(func=cmd_schema)
+
+
+def _no_plugins(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-plugins", action="store_true", help="do not import plugins (their rules are skipped)"
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise _InputError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+
+
+def _load(args: argparse.Namespace) -> CompiledPolicy:
+    return load_policy(_read(args.file), str(args.file), load_plugins=not args.no_plugins)
+
+
+def _guard(
+    body: Callable[[argparse.Namespace, TextIO], int],
+) -> Callable[[argparse.Namespace], int]:
+    """Run a command; unreadable or invalid input is reported on stderr with exit code 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return body(args, sys.stdout)
+        except (_InputError, PolicyError) as exc:
+            print(exc, file=sys.stderr)
+            return INVALID
+
+    run.__doc__ = body.__doc__
+    return run
+
+
+def _check(args: argparse.Namespace, out: TextIO) -> int:
+    """Validate a policy file."""
+    policy = _load(args)
+    try:
+        document = policy.document
+        print(
+            f"{args.file}: OK ({len(document.rules)} rules, {len(document.plugins)} plugins"
+            f"{', dry run' if document.dry_run else ''})",
+            file=out,
+        )
+    finally:
+        policy.close()
+    return OK
+
+
+def _eval(args: argparse.Namespace, out: TextIO) -> int:
+    """Evaluate one described request and print the decision for each topic."""
+    spec = parse_request(_read(args.request), str(args.request))
+    cluster = (
+        parse_cluster(_read(args.cluster), str(args.cluster)) if args.cluster else ClusterSpec()
+    ).build()
+    policy = _load(args)
+    try:
+        results = evaluate_spec(policy, spec, cluster)
+    finally:
+        policy.close()
+    for request, decision in results:
+        if args.json:
+            record: dict[str, Any] = {"decision": decision.to_dict(), "request": request.to_dict()}
+            print(json.dumps(record, sort_keys=True), file=out)
+        else:
+            print("\n".join(_decision_lines(decision)), file=out)
+    return OK if all(d.allowed for _, d in results) else DENIED
+
+
+def _decision_lines(decision: Decision) -> list[str]:
+    lines = [f"{decision.topic}: {'ALLOWED' if decision.allowed else 'DENIED'}"]
+    for violation in decision.violations:
+        tag = "audit: " if violation.mode is Mode.AUDIT else ""
+        lines.append(f"  {tag}{violation.message}")
+    return lines
+
+
+def _test(args: argparse.Namespace, out: TextIO) -> int:
+    """Run a test suite of expected decisions against a policy."""
+    suite = parse_suite(_read(args.cases), str(args.cases))
+    policy = _load(args)
+    try:
+        results = run_suite(policy, suite)
+    finally:
+        policy.close()
+    failed = 0
+    for result in results:
+        print(f"{'PASS' if result.passed else 'FAIL'}  {result.name}", file=out)
+        for failure in result.failures:
+            print(f"      {failure}", file=out)
+        if args.verbose or not result.passed:
+            for d in result.decisions:
+                for line in _decision_lines(d):
+                    print(f"      {line}", file=out)
+        failed += not result.passed
+    print(f"{len(results) - failed} passed, {failed} failed", file=out)
+    return OK if not failed else DENIED
+
+
+def _schema(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the policy file's JSON Schema."""
+    print(json.dumps(policy_json_schema(), indent=2, sort_keys=True), file=out)
+    return OK
+
+
+cmd_check = _guard(_check)
+cmd_eval = _guard(_eval)
+cmd_test = _guard(_test)
+cmd_schema = _guard(_schema)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the policy tools on their own: `python -m proxy.policy_cli policy check FILE`."""
+    parser = argparse.ArgumentParser(prog="kafka-policy-proxy")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
