@@ -416,6 +416,8 @@ class LocalKafka:
         self.advertise_ports: dict[int, int] = dict(advertise_ports or {})
         self.cluster_id: str | None = None
         self._initial_brokers = brokers
+        # Replication factor of internal topics, fixed at `up` so added brokers agree with it.
+        self._internal_rf = min(3, brokers)
         self._nodes: dict[int, _Node] = {}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         # The nodes of a stopped cluster (e.g. after `down --keep`), shown by `status`.
@@ -444,6 +446,7 @@ class LocalKafka:
         self.kafka_version = str(state["kafka_version"])
         self.cluster_id = str(state["cluster_id"])
         self.broker_props = dict(state.get("broker_props", {}))
+        self._internal_rf = int(state.get("internal_rf", min(3, len(nodes))))
         self.advertise_ports = {int(k): int(v) for k, v in state.get("advertise_ports", {}).items()}
         self._nodes = nodes
 
@@ -455,6 +458,7 @@ class LocalKafka:
             "bootstrap_servers": self.bootstrap_servers,
             "sasl_bootstrap_servers": self.sasl_bootstrap_servers,
             "broker_props": self.broker_props,
+            "internal_rf": self._internal_rf,
             "advertise_ports": {str(k): v for k, v in self.advertise_ports.items()},
             "nodes": [node.to_json() for node in sorted(self._nodes.values(), key=_node_key)],
         }
@@ -636,8 +640,7 @@ class LocalKafka:
         self.state_file.unlink(missing_ok=True)
 
     def _properties(self, node: _Node) -> dict[str, str]:
-        n_brokers = len(self._nodes)
-        internal_rf = str(min(3, n_brokers))
+        internal_rf = str(self._internal_rf)
         listeners = [f"PLAINTEXT://{HOST}:{node.port}", f"SASL_PLAINTEXT://{HOST}:{node.sasl_port}"]
         if node.controller_port is not None:
             listeners.append(f"CONTROLLER://{HOST}:{node.controller_port}")
