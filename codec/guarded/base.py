@@ -1,0 +1,246 @@
+"""Split a guarded batch request by topic, answer the denied part, merge with the broker's answer.
+
+Duplicates, as a Kafka 4.1 broker treats them (ControllerApis, ConfigAdminManager,
+ReplicationControlManager, KafkaApis.handleDeleteRecordsRequest):
+
+- CreateTopics, CreatePartitions, DeleteTopics: every copy of a repeated name (or id) is
+  refused with one INVALID_REQUEST "Duplicate topic name." result for the name.
+- AlterConfigs, IncrementalAlterConfigs: every copy of a repeated (type, name) resource is
+  refused, with one INVALID_REQUEST result per copy, in request order.
+- AlterPartitionReassignments: no check; each copy is applied and answered in order.
+- DeleteRecords: partitions are collapsed into a map (the last offset wins) and the answer
+  has one entry per distinct topic.
+
+So allowed duplicates are forwarded unchanged and the broker's results are mapped back by
+key. If any copy of a topic is denied, every copy is denied (a copy must never slip
+through), and the synthetic answer has the broker's cardinality: once per topic, or once
+per copy where the broker answers every copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from kio.serial._introspect import EntityTupleField, classify_field
+
+from codec.prescan import decode_untrusted
+from codec.registry import encode, known_versions, request_class, response_class
+from codec.topic_view import AnyTopicItem
+
+ZERO_THROTTLE = datetime.timedelta(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One position of the merged answer: a broker result looked up by key, or a synthetic one."""
+
+    key: Hashable
+    synthetic: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPlan:
+    """The outcome of a split: what to forward, and how to put the answer back together."""
+
+    api_key: int
+    api_version: int
+    request: Any
+    forward: Any | None
+    # index -> message for every denied entry, duplicates of a denied topic included.
+    denied: Mapping[int, str]
+    slots: tuple[Slot, ...]
+
+
+_element_classes: dict[tuple[type[Any], str], type[Any]] = {}
+
+
+def element_class(cls: type[Any], field_name: str) -> type[Any]:
+    """The kio entity class of the elements of an array field, e.g. a response's results."""
+    found = _element_classes.get((cls, field_name))
+    if found is None:
+        found = _element_classes[cls, field_name] = _find_element_class(cls, field_name)
+    return found
+
+
+def _find_element_class(cls: type[Any], field_name: str) -> type[Any]:
+    for f in dataclasses.fields(cls):
+        if f.name == field_name:
+            kind = classify_field(f)
+            if isinstance(kind, EntityTupleField):
+                return kind.type_
+    raise TypeError(f"{cls.__name__}.{field_name} is not an array of entities")
+
+
+def build(cls: type[Any], **values: Any) -> Any:
+    """Instantiate a kio entity, dropping the values its version has no field for."""
+    return cls(**{k: v for k, v in values.items() if k in _field_names(cls)})
+
+
+_field_name_sets: dict[type[Any], frozenset[str]] = {}
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    names = _field_name_sets.get(cls)
+    if names is None:
+        names = _field_name_sets[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+class GuardedApi(ABC):
+    """Decode, view, split and merge for one guarded admin API, across all kio versions."""
+
+    api_key: ClassVar[int]
+    results_field: ClassVar[str]
+    # True where the broker answers every copy of a repeated entry, False where it answers once.
+    answers_each_copy: ClassVar[bool]
+
+    def versions(self) -> range:
+        """The request versions this codec supports (all that kio knows)."""
+        bounds = known_versions(self.api_key)
+        assert bounds is not None
+        return range(bounds[0], bounds[1] + 1)
+
+    def decode_request(self, api_version: int, body: bytes) -> Any:
+        """Decode a request body (no header) of this API version; raises CodecError."""
+        return decode_untrusted(request_class(self.api_key, api_version), body)
+
+    def decode_response(self, api_version: int, body: bytes) -> Any:
+        """Decode a response body (no header) of this API version; raises CodecError."""
+        return decode_untrusted(response_class(self.api_key, api_version), body)
+
+    def topic_items(self, request: Any) -> list[AnyTopicItem]:
+        """Per-topic views in request order; non-topic resources are left out."""
+        items = []
+        for index, entry in enumerate(self.entries(request)):
+            item = self.item(request, index, entry)
+            if item is not None:
+                items.append(item)
+        return items
+
+    def split(
+        self, request: Any, denied: Mapping[int, str], legacy_error_code: int = -1
+    ) -> SplitPlan:
+        """Remove the denied topics (and their duplicates) and prepare their synthetic results."""
+        version = int(request.__version__)
+        entries = self.entries(request)
+        bad = sorted(
+            i for i in denied if not 0 <= i < len(entries) or not self.is_topic(entries[i])
+        )
+        if bad:
+            raise ValueError(f"denied indexes {bad} are not topic entries of this request")
+        keys = [self.key(entry) for entry in entries]
+        messages: dict[Hashable, str] = {}
+        for index in sorted(denied):
+            messages.setdefault(keys[index], denied[index])
+        expanded = {i: messages[k] for i, k in enumerate(keys) if k in messages}
+        if not expanded:
+            slots = tuple(Slot(key) for key in keys)
+            return SplitPlan(self.api_key, version, request, request, MappingProxyType({}), slots)
+
+        copies: dict[Hashable, list[int]] = {}
+        for index in expanded:
+            copies.setdefault(keys[index], []).append(index)
+        result_cls = element_class(response_class(self.api_key, version), self.results_field)
+        slot_list: list[Slot] = []
+        for index, (entry, key) in enumerate(zip(entries, keys, strict=True)):
+            if index not in expanded:
+                slot_list.append(Slot(key))
+            elif self.answers_each_copy:
+                synthetic = self.synthetic(result_cls, [entry], expanded[index], legacy_error_code)
+                slot_list.append(Slot(key, synthetic))
+            elif copies[key][0] == index:
+                group = [entries[i] for i in copies[key]]
+                synthetic = self.synthetic(result_cls, group, expanded[index], legacy_error_code)
+                slot_list.append(Slot(key, synthetic))
+
+        kept = tuple(e for i, e in enumerate(entries) if i not in expanded)
+        forward = self.with_entries(request, kept) if kept else None
+        return SplitPlan(
+            self.api_key, version, request, forward, MappingProxyType(expanded), tuple(slot_list)
+        )
+
+    def merge(self, plan: SplitPlan, broker_response: Any | None) -> bytes:
+        """The client's response body: broker results and synthetic ones in request order."""
+        expected = response_class(self.api_key, plan.api_version)
+        if broker_response is None:
+            if plan.forward is not None:
+                raise ValueError("a request was forwarded, so its broker response is needed")
+            results: Sequence[Any] = ()
+        else:
+            if type(broker_response) is not expected:
+                raise ValueError(
+                    f"broker response is {type(broker_response).__name__} "
+                    f"v{broker_response.__version__}, expected v{plan.api_version}"
+                )
+            results = getattr(broker_response, self.results_field)
+
+        by_key: dict[Hashable, deque[int]] = {}
+        for position, result in enumerate(results):
+            for key in self.result_keys(result):
+                by_key.setdefault(key, deque()).append(position)
+        used = [False] * len(results)
+        merged: list[Any] = []
+        for slot in plan.slots:
+            if slot.synthetic is not None:
+                merged.append(slot.synthetic)
+                continue
+            queue = by_key.get(slot.key)
+            while queue:
+                position = queue.popleft()
+                if not used[position]:
+                    used[position] = True
+                    merged.append(results[position])
+                    break
+        # Results the broker added that match no entry still reach the client.
+        merged.extend(r for position, r in enumerate(results) if not used[position])
+
+        if broker_response is None:
+            response = self.empty_response(expected, plan.request, tuple(merged))
+        else:
+            response = dataclasses.replace(broker_response, **{self.results_field: tuple(merged)})
+        return encode(response)
+
+    # Per-API hooks.
+
+    @abstractmethod
+    def entries(self, request: Any) -> Sequence[Any]:
+        """The request's per-topic (or per-resource) array."""
+
+    @abstractmethod
+    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
+        """The same request with a reduced array; every other field (validate_only...) kept."""
+
+    @abstractmethod
+    def item(self, request: Any, index: int, entry: Any) -> AnyTopicItem | None:
+        """The per-topic view of one entry, or None for a non-topic resource."""
+
+    def is_topic(self, entry: Any) -> bool:
+        """Whether an entry is a topic (the policy's business) rather than another resource."""
+        return True
+
+    @abstractmethod
+    def key(self, entry: Any) -> Hashable:
+        """What identifies an entry for duplicates and for finding its result."""
+
+    @abstractmethod
+    def result_keys(self, result: Any) -> tuple[Hashable, ...]:
+        """The keys under which a broker result can answer an entry."""
+
+    @abstractmethod
+    def synthetic(
+        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
+    ) -> Any:
+        """The result for a denied entry (all its copies, when the broker answers once)."""
+
+    def empty_response(
+        self, response_cls: type[Any], request: Any, results: tuple[Any, ...]
+    ) -> Any:
+        """A response built from synthetic results alone, when nothing was forwarded."""
+        return build(response_cls, throttle_time=ZERO_THROTTLE, **{self.results_field: results})

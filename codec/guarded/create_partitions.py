@@ -1,0 +1,55 @@
+"""CreatePartitions (key 37), v0-3."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from codec.guarded.base import GuardedApi, build
+from codec.topic_view import CreatePartitionsItem
+from codec.violations import violation
+
+
+class CreatePartitions(GuardedApi):
+    """Partition increases: the new total count and, optionally, replicas for new partitions."""
+
+    api_key = 37
+    results_field = "results"
+    answers_each_copy = False
+
+    def entries(self, request: Any) -> Sequence[Any]:
+        """The `topics` array."""
+        return request.topics  # type: ignore[no-any-return]
+
+    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
+        """The request with only these topics."""
+        return dataclasses.replace(request, topics=entries)
+
+    def item(self, request: Any, index: int, entry: Any) -> CreatePartitionsItem:
+        """The topic's new count and assignment."""
+        assignments = (
+            None
+            if entry.assignments is None
+            else tuple(tuple(a.broker_ids) for a in entry.assignments)
+        )
+        return CreatePartitionsItem(
+            index=index, topic=entry.name, count=entry.count, assignments=assignments
+        )
+
+    def key(self, entry: Any) -> Hashable:
+        """The topic name."""
+        return entry.name  # type: ignore[no-any-return]
+
+    def result_keys(self, result: Any) -> tuple[Hashable, ...]:
+        """The topic name."""
+        return (result.name,)
+
+    def synthetic(
+        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
+    ) -> Any:
+        """An error result for the topic."""
+        error_code, error_message = violation(result_cls, message, legacy_error_code)
+        return build(
+            result_cls, name=copies[0].name, error_code=error_code, error_message=error_message
+        )

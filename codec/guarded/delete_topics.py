@@ -1,0 +1,75 @@
+"""DeleteTopics (key 20), v1-6; v6 names topics by name or by id."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from codec.guarded.base import GuardedApi, build
+from codec.topic_view import DeleteTopicItem
+from codec.violations import violation
+
+TOPIC_IDS_VERSION = 6
+
+
+class DeleteTopics(GuardedApi):
+    """Topic deletions; before v5 the response has no message field, so -1 by default."""
+
+    api_key = 20
+    results_field = "responses"
+    answers_each_copy = False
+
+    def entries(self, request: Any) -> Sequence[Any]:
+        """`topic_names` (v1-5, plain names) or `topics` (v6, name and/or id)."""
+        if request.__version__ >= TOPIC_IDS_VERSION:
+            return request.topics  # type: ignore[no-any-return]
+        return request.topic_names  # type: ignore[no-any-return]
+
+    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
+        """The request with only these topics."""
+        if request.__version__ >= TOPIC_IDS_VERSION:
+            return dataclasses.replace(request, topics=entries)
+        return dataclasses.replace(request, topic_names=entries)
+
+    def item(self, request: Any, index: int, entry: Any) -> DeleteTopicItem:
+        """The topic name, or id, to delete."""
+        if isinstance(entry, str):
+            return DeleteTopicItem(index=index, topic=entry)
+        return DeleteTopicItem(index=index, topic=entry.name, topic_id=entry.topic_id)
+
+    def key(self, entry: Any) -> Hashable:
+        """By name when a name is given (as the broker does), else by id."""
+        if isinstance(entry, str):
+            return ("name", entry)
+        if entry.name is not None:
+            return ("name", entry.name)
+        if entry.topic_id is not None:
+            return ("id", entry.topic_id)
+        return ("none",)
+
+    def result_keys(self, result: Any) -> tuple[Hashable, ...]:
+        """A v6 result carries the resolved name and id, so it answers either."""
+        keys: list[Hashable] = []
+        if result.name is not None:
+            keys.append(("name", result.name))
+        topic_id = getattr(result, "topic_id", None)
+        if topic_id is not None:
+            keys.append(("id", topic_id))
+        return tuple(keys) or (("none",),)
+
+    def synthetic(
+        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
+    ) -> Any:
+        """An error result naming the topic as the client did."""
+        error_code, error_message = violation(result_cls, message, legacy_error_code)
+        entry = copies[0]
+        name = entry if isinstance(entry, str) else entry.name
+        topic_id = None if isinstance(entry, str) else entry.topic_id
+        return build(
+            result_cls,
+            name=name,
+            topic_id=topic_id,
+            error_code=error_code,
+            error_message=error_message,
+        )

@@ -1,0 +1,229 @@
+"""Structural pre-scan of untrusted bodies before kio decodes them.
+
+kio's native reader pre-allocates arrays from the declared element count. A compact array
+of strings claiming 2**35 elements aborts the whole process (a Rust allocation failure,
+not a Python exception), so a 5-byte frame could kill the proxy. This walk checks every
+length and count against the bytes actually left, so kio only ever sees frames whose
+declared sizes fit inside them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+
+from codec.errors import CodecError
+from codec.registry import decode_exact
+
+# (data, position, end) -> new position; raises _Malformed.
+_Step = Callable[[bytes, int, int], int]
+
+_FIXED_SIZES = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+_VARINT_MAX_BYTES = 5
+
+
+class _Malformed(Exception):
+    """Internal: the frame does not fit its schema; converted to CodecError at the edge."""
+
+
+def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    for i in range(_VARINT_MAX_BYTES):
+        if pos + i >= end:
+            raise _Malformed("truncated varint")
+        byte = data[pos + i]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos + i + 1
+        shift += 7
+    raise _Malformed("varint longer than 5 bytes")
+
+
+def _int(data: bytes, pos: int, end: int, size: int) -> tuple[int, int]:
+    if pos + size > end:
+        raise _Malformed("truncated")
+    return int.from_bytes(data[pos : pos + size], "big", signed=True), pos + size
+
+
+def _fixed(size: int) -> _Step:
+    def step(data: bytes, pos: int, end: int) -> int:
+        if pos + size > end:
+            raise _Malformed("truncated")
+        return pos + size
+
+    return step
+
+
+def _length_prefixed(flexible: bool, nullable: bool, width: int) -> _Step:
+    """Strings (int16 length) and bytes (int32 length), or their compact forms."""
+
+    def step(data: bytes, pos: int, end: int) -> int:
+        if flexible:
+            raw, pos = _uvarint(data, pos, end)
+            length = raw - 1
+        else:
+            length, pos = _int(data, pos, end, width)
+        if length < 0:
+            if length == -1 and nullable:
+                return pos
+            raise _Malformed("unexpected null or negative length")
+        if pos + length > end:
+            raise _Malformed(f"length {length} exceeds the {end - pos} bytes left")
+        return pos + length
+
+    return step
+
+
+def _array(flexible: bool, nullable: bool, element: _Step) -> _Step:
+    def step(data: bytes, pos: int, end: int) -> int:
+        if flexible:
+            raw, pos = _uvarint(data, pos, end)
+            count = raw - 1
+        else:
+            count, pos = _int(data, pos, end, 4)
+        if count < 0:
+            if count == -1 and nullable:
+                return pos
+            raise _Malformed("unexpected null or negative array length")
+        # Every element takes at least one byte: this bounds what kio will allocate.
+        if count > end - pos:
+            raise _Malformed(f"array of {count} elements exceeds the {end - pos} bytes left")
+        for _ in range(count):
+            pos = element(data, pos, end)
+        return pos
+
+    return step
+
+
+def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> _Step:
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        return _fixed(size)
+    if kafka_type == "string":
+        return _length_prefixed(flexible, nullable, 2)
+    if kafka_type in ("bytes", "records"):
+        return _length_prefixed(flexible, nullable, 4)
+    raise TypeError(f"no pre-scan rule for kafka type {kafka_type!r}")
+
+
+def _nullable_entity(inner: _Step) -> _Step:
+    def step(data: bytes, pos: int, end: int) -> int:
+        marker, pos = _int(data, pos, end, 1)
+        if marker == -1:
+            return pos
+        if marker != 1:
+            raise _Malformed(f"bad nullable struct marker {marker}")
+        return inner(data, pos, end)
+
+    return step
+
+
+def _field_step(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> _Step:
+    kind = classify_field(field)
+    nullable = not is_tag and is_optional(field)
+    if isinstance(kind, EntityTupleField):
+        return _array(flexible, nullable, _entity_step(kind.type_))
+    if isinstance(kind, EntityField):
+        inner = _entity_step(kind.type_)
+        return _nullable_entity(inner) if nullable else inner
+    kafka_type = str(field.metadata["kafka_type"])
+    if isinstance(kind, PrimitiveTupleField):
+        return _array(flexible, nullable, _primitive(kafka_type, flexible, False))
+    return _primitive(kafka_type, flexible, nullable)
+
+
+_entity_steps: dict[type[Any], _Step] = {}
+
+
+def _entity_step(cls: type[Any]) -> _Step:
+    step = _entity_steps.get(cls)
+    if step is None:
+        step = _entity_steps[cls] = _compile_entity(cls)
+    return step
+
+
+def _compile_entity(cls: type[Any]) -> _Step:
+    flexible = bool(cls.__flexible__)
+    steps: list[_Step] = []
+    tagged: dict[int, _Step] = {}
+    for field in dataclasses.fields(cls):
+        tag = get_field_tag(field)
+        if tag is None:
+            steps.append(_field_step(field, flexible, is_tag=False))
+        else:
+            tagged[int(tag)] = _field_step(field, flexible, is_tag=True)
+
+    def step(data: bytes, pos: int, end: int) -> int:
+        for field_step in steps:
+            pos = field_step(data, pos, end)
+        if not flexible:
+            return pos
+        count, pos = _uvarint(data, pos, end)
+        for _ in range(count):
+            tag, pos = _uvarint(data, pos, end)
+            size, pos = _uvarint(data, pos, end)
+            if pos + size > end:
+                raise _Malformed(f"tagged field {tag} of {size} bytes exceeds the frame")
+            tag_step = tagged.get(tag)
+            if tag_step is None:
+                raise _Malformed(f"unknown tagged field {tag}")
+            if tag_step(data, pos, pos + size) != pos + size:
+                raise _Malformed(f"tagged field {tag} does not fill its {size} bytes")
+            pos += size
+        return pos
+
+    return step
+
+
+def check_structure(cls: type[Any], data: bytes, offset: int = 0) -> None:
+    """Raise CodecError unless data[offset:] is exactly one structurally valid `cls` message."""
+    key, version = int(cls.__api_key__), int(cls.__version__)
+    try:
+        end = _entity_step(cls)(data, offset, len(data))
+    except _Malformed as exc:
+        raise CodecError(key, version, str(exc)) from None
+    if end != len(data):
+        raise CodecError(key, version, f"{len(data) - end} trailing bytes after the message")
+
+
+def decode_untrusted(cls: type[Any], data: bytes, offset: int = 0) -> Any:
+    """Decode bytes from a peer: pre-scan, then kio, with every failure as CodecError."""
+    data = bytes(data)
+    check_structure(cls, data, offset)
+    try:
+        return decode_exact(cls, data, offset)
+    except CodecError:
+        raise
+    except Exception as exc:
+        # The native reader's error types are undocumented (an unknown tag is a KeyError);
+        # whatever it raises on hostile input must surface as the codec's own error.
+        raise CodecError(
+            int(cls.__api_key__), int(cls.__version__), f"{type(exc).__name__}: {exc}"
+        ) from exc
