@@ -7,7 +7,7 @@ import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import structlog
 
@@ -157,7 +157,8 @@ class ClientConnection(asyncio.Protocol):
         self._queue: deque[_Slot] = deque()
         self._inflight: deque[_InFlight] = deque()
         self._held: deque[bytes] = deque()
-        self._busy = False
+        # Requests are held while the broker connection opens or an interceptor awaits.
+        self._busy = True
         self._pauses: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._draining = False
@@ -167,9 +168,9 @@ class ClientConnection(asyncio.Protocol):
     # --- client side -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._client = transport
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        # uvloop's transports are not asyncio.Transport subclasses, but have the same API.
+        self._client = cast(asyncio.Transport, transport)
+        self._client.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.client_address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.log = log.bind(conn=self.id, client=self.client_address, listener=self.listener)
@@ -261,13 +262,17 @@ class ClientConnection(asyncio.Protocol):
                 self.fail("cannot handle request", detail=str(exc))
                 return
             self._act(header, action)
-            self._busy = False
-            while self._held and not self._busy and self._client is not None:
-                self._on_request(self._held.popleft())
-            if not self._busy:
-                self.resume("busy")
+            self._release("busy")
 
         self._spawn(run())
+
+    def _release(self, reason: str) -> None:
+        # Process held requests in order until one of them makes the connection busy again.
+        self._busy = False
+        while self._held and not self._busy and self._client is not None:
+            self._on_request(self._held.popleft())
+        if not self._busy:
+            self.resume(reason)
 
     def _forward(
         self, header: RequestHeader, frame: bytes, transform: ResponseTransform | None
@@ -278,6 +283,7 @@ class ClientConnection(asyncio.Protocol):
         self._send_upstream(frame)
 
     def _send_upstream(self, frame: bytes) -> None:
+        # Requests are held until the broker is connected; None here means we are closing.
         if self._upstream is not None:
             self._upstream.transport.write(frame)
 
@@ -358,7 +364,7 @@ class ClientConnection(asyncio.Protocol):
                 return
             self._upstream = upstream
             self.log = self.log.bind(broker=f"{host}:{port}")
-            self.resume("connecting")
+            self._release("connecting")
             return
         self.fail("cannot connect to broker", detail="; ".join(errors))
 
@@ -439,9 +445,8 @@ class _Upstream(asyncio.Protocol):
         self.transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=_HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
         try:
