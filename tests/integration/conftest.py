@@ -1,0 +1,68 @@
+"""Integration fixtures: one real KRaft cluster and one proxy process per test session."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.support import REPO, ProxyProcess, load_launcher
+
+CLUSTER_PORT_BASE = 29092  # brokers 29092-29094, SASL 29192-29194, controller 29292
+PROXY_BOOTSTRAP_PORT = 29400
+PROXY_NODE_PORT_BASE = 29500  # node N is served on 29500 + N
+LOG_KEEP_DIR = REPO / "test-logs"
+
+launcher = load_launcher()
+_failed: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed:
+        _failed.append(item.nodeid)
+    return report
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real 3-broker KRaft cluster (scripts/local_kafka.py); its logs are kept on failure."""
+    cluster = launcher.LocalKafka(
+        tmp_path_factory.mktemp("kafka") / "cluster", brokers=3, port_base=CLUSTER_PORT_BASE
+    )
+    cluster.up(timeout=180)
+    try:
+        yield cluster
+    finally:
+        if _failed:
+            _keep_logs(cluster.log_files(), "kafka")
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+    """The proxy in front of the cluster, started as users start it."""
+    process = ProxyProcess(
+        tmp_path_factory.mktemp("proxy"),
+        kafka.bootstrap_servers,
+        PROXY_BOOTSTRAP_PORT,
+        PROXY_NODE_PORT_BASE,
+    )
+    try:
+        yield process
+    finally:
+        code = process.stop()
+        if _failed:
+            _keep_logs([process.log_path], "proxy")
+        assert code == 0, f"proxy exited with {code} on SIGTERM"
+
+
+def _keep_logs(files: list[Path], prefix: str) -> None:
+    LOG_KEEP_DIR.mkdir(exist_ok=True)
+    for path in files:
+        if path.exists():
+            shutil.copy(path, LOG_KEEP_DIR / f"{prefix}-{path.parent.name}-{path.name}")
