@@ -162,6 +162,7 @@ class ClientConnection(asyncio.Protocol):
         self._pauses: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._draining = False
+        self._streaming = False  # a response is being passed through to the client
         self.closed = asyncio.get_running_loop().create_future()
         self.log = log
 
@@ -320,6 +321,30 @@ class ClientConnection(asyncio.Protocol):
         else:
             self._spawn(self._complete(entry.slot, inner[:size], result))
 
+    def start_stream(self, correlation_id: bytes) -> bool:
+        """Take the next response as a pass-through stream, if nothing has to wait for it."""
+        if not self._inflight or not self._queue or self._client is None:
+            return False
+        entry = self._inflight[0]
+        if entry.transform is not None or self._queue[0] is not entry.slot:
+            return False
+        if int.from_bytes(correlation_id, "big", signed=True) != entry.correlation_id:
+            return False
+        self._inflight.popleft()
+        self._queue.popleft()
+        self._streaming = True
+        return True
+
+    def write_client(self, data: bytes) -> None:
+        """Write response bytes straight to the client."""
+        if self._client is not None:
+            self._client.write(data)
+
+    def end_stream(self) -> None:
+        """A streamed response is complete; responses queued behind it may go now."""
+        self._streaming = False
+        self._flush()
+
     async def _complete(self, slot: _Slot, header: bytes, pending: Awaitable[bytes]) -> None:
         try:
             body = await pending
@@ -331,7 +356,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         queue, client = self._queue, self._client
-        if client is None:
+        # Nothing may be written into the middle of a response being streamed.
+        if client is None or self._streaming:
             return
         while queue and queue[0].frame is not None:
             frame = queue.popleft().frame
@@ -385,7 +411,7 @@ class ClientConnection(asyncio.Protocol):
         """Stop reading requests; close once every response owed has been written."""
         self._draining = True
         self.pause("draining")
-        if not self._queue:
+        if not self._queue and not self._streaming:
             self.close()
 
     def abort(self) -> None:
@@ -442,6 +468,7 @@ class _Upstream(asyncio.Protocol):
         self._conn = conn
         # Broker responses are trusted for size; only a negative size is an error.
         self._responses = _FrameSplitter(2**31 - 1)
+        self._streaming = 0  # bytes of the current response still to pass straight through
         self.transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -449,13 +476,34 @@ class _Upstream(asyncio.Protocol):
         self.transport.set_write_buffer_limits(high=_HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames = self._responses.feed(data)
-        except ValueError as exc:
-            self._conn.fail("bad frame size from broker", detail=str(exc))
+        conn = self._conn
+        while data:
+            if self._streaming:
+                data = self._stream(data)
+                continue
+            # A large response that starts here and needs no rewriting is passed through as it
+            # arrives, instead of being buffered and copied whole (Fetch responses, mostly).
+            if not self._responses.pending and len(data) >= 8:
+                size = int.from_bytes(data[:4], "big", signed=True)
+                if size + 4 > len(data) and conn.start_stream(data[4:8]):
+                    self._streaming = size + 4
+                    continue
+            try:
+                frames = self._responses.feed(data)
+            except ValueError as exc:
+                conn.fail("bad frame size from broker", detail=str(exc))
+                return
+            for frame in frames:
+                conn.on_response(frame)
             return
-        for frame in frames:
-            self._conn.on_response(frame)
+
+    def _stream(self, data: bytes) -> bytes:
+        size = min(self._streaming, len(data))
+        self._conn.write_client(data if size == len(data) else data[:size])
+        self._streaming -= size
+        if not self._streaming:
+            self._conn.end_stream()
+        return data[size:]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conn.upstream_lost(exc)

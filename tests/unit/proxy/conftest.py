@@ -1,14 +1,16 @@
 """Run the proxy's async tests under both event loops the proxy can use."""
 
+from __future__ import annotations
+
 import asyncio
+from collections.abc import Callable, Mapping
 
 import pytest
 import uvloop
 
 
-@pytest.fixture(params=["asyncio", "uvloop"], scope="session")
-def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
     """The proxy runs on uvloop where available; its transports behave differently."""
-    if request.param == "uvloop":
-        return uvloop.EventLoopPolicy()
-    return asyncio.DefaultEventLoopPolicy()
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}

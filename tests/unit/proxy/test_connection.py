@@ -18,6 +18,8 @@ from proxy.server import ProxyServer
 from tests.messages import build
 
 SLOW_API = 2  # ListOffsets: the fake broker answers it late
+BIG_API = 1  # Fetch: the fake broker answers with a large body, in small slow pieces
+BIG_BODY = bytes(range(256)) * 4096  # 1 MiB
 
 
 def free_port() -> int:
@@ -46,6 +48,13 @@ class FakeBroker:
                     await asyncio.sleep(0.3)
                 body = self.metadata(header.api_version) if header.api_key == 3 else b"ok"
                 reply = response_header(header.correlation_id, header.api_key, header.api_version)
+                if header.api_key == BIG_API:
+                    data = framed(reply, BIG_BODY)
+                    for start in range(0, len(data), 100_000):
+                        writer.write(data[start : start + 100_000])
+                        await writer.drain()
+                        await asyncio.sleep(0.01)
+                    continue
                 writer.write(framed(reply, body))
         except asyncio.IncompleteReadError:
             writer.close()
@@ -175,3 +184,33 @@ async def test_shutdown_lets_responses_in_flight_finish(
     await server.shutdown()
     assert await read_response(reader) == (77, b"ok")
     assert await asyncio.wait_for(reader.read(), 5) == b""
+
+
+async def test_streamed_response_is_not_interleaved_with_a_proxy_reply(
+    proxy: tuple[ProxyServer, FakeBroker],
+) -> None:
+    server, _fake = proxy
+    reader, writer = await connect(server)
+    too_new = framed(struct.pack(">hhih", 18, 99, 2, 1), b"t\x00\x00")
+    writer.write(
+        request(BIG_API, 12, 1) + too_new + request(BIG_API, 12, 3) + request(SLOW_API, 5, 4)
+    )
+    first = await read_response(reader)
+    second = await read_response(reader)
+    third = await read_response(reader)
+    fourth = await read_response(reader)
+    assert first == (1, b"\x00" + BIG_BODY)  # Fetch v12 is flexible: one empty tag byte
+    assert second[0] == 2 and struct.unpack_from(">h", second[1])[0] == 35
+    assert third == (3, b"\x00" + BIG_BODY)
+    assert fourth == (4, b"ok")
+
+
+async def test_shutdown_waits_for_a_response_being_streamed(
+    proxy: tuple[ProxyServer, FakeBroker],
+) -> None:
+    server, _fake = proxy
+    reader, writer = await connect(server)
+    writer.write(request(BIG_API, 12, 5))
+    await reader.readexactly(8)  # the stream has started
+    await server.shutdown()
+    assert await reader.read() == b"\x00" + BIG_BODY
