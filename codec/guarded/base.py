@@ -5,8 +5,13 @@ ReplicationControlManager, KafkaApis.handleDeleteRecordsRequest):
 
 - CreateTopics, CreatePartitions, DeleteTopics: every copy of a repeated name (or id) is
   refused with one INVALID_REQUEST "Duplicate topic name." result for the name.
-- AlterConfigs, IncrementalAlterConfigs: every copy of a repeated (type, name) resource is
-  refused, with one INVALID_REQUEST result per copy, in request order.
+- IncrementalAlterConfigs: every copy of a repeated (type, name) resource is refused, with
+  one INVALID_REQUEST result per copy, in request order (ConfigAdminManager.preprocess).
+- AlterConfigs (legacy): the broker computes the same verdict but a 4.1.1 broker never sends
+  it, in any version: AlterConfigsResponse.errorCounts builds a map with Collectors.toMap,
+  which throws on the repeated resource, and the response is dropped (checked against a
+  real broker). So the codec answers repeated resources itself with that verdict and
+  forwards the rest (AlterConfigs.refused_locally).
 - AlterPartitionReassignments: no check; each copy is applied and answered in order.
 - DeleteRecords: partitions are collapsed into a map (the last offset wins) and the answer
   has one entry per distinct topic.
@@ -23,16 +28,18 @@ import dataclasses
 import datetime
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from kio.schema.errors import ErrorCode
 from kio.serial._introspect import EntityTupleField, classify_field
 
 from codec.prescan import decode_untrusted
 from codec.registry import encode, known_versions, request_class, response_class
 from codec.topic_view import AnyTopicItem
+from codec.violations import has_error_message, violation
 
 ZERO_THROTTLE = datetime.timedelta(0)
 
@@ -56,6 +63,12 @@ class SplitPlan:
     # index -> message for every denied entry, duplicates of a denied topic included.
     denied: Mapping[int, str]
     slots: tuple[Slot, ...]
+    # index -> reason for entries answered without the broker for protocol reasons, not policy.
+    refused: Mapping[int, str]
+
+
+# Picks (error code, message or None) for the class that holds a result's error fields.
+ErrorChoice = Callable[[type[Any]], tuple[ErrorCode, str | None]]
 
 
 _element_classes: dict[tuple[type[Any], str], type[Any]] = {}
@@ -140,30 +153,49 @@ class GuardedApi(ABC):
         for index in sorted(denied):
             messages.setdefault(keys[index], denied[index])
         expanded = {i: messages[k] for i, k in enumerate(keys) if k in messages}
-        if not expanded:
+        refused = {
+            i: reason for i, reason in self.refused_locally(keys).items() if i not in expanded
+        }
+        if not expanded and not refused:
+            none: Mapping[int, str] = MappingProxyType({})
             slots = tuple(Slot(key) for key in keys)
-            return SplitPlan(self.api_key, version, request, request, MappingProxyType({}), slots)
+            return SplitPlan(self.api_key, version, request, request, none, slots, none)
 
+        def deny(message: str) -> ErrorChoice:
+            return lambda holder: violation(holder, message, legacy_error_code)
+
+        def refuse(reason: str) -> ErrorChoice:
+            return lambda holder: (
+                ErrorCode.invalid_request,
+                reason if has_error_message(holder) else None,
+            )
+
+        answered = {i: deny(m) for i, m in expanded.items()}
+        answered.update((i, refuse(r)) for i, r in refused.items())
         copies: dict[Hashable, list[int]] = {}
-        for index in expanded:
+        for index in answered:
             copies.setdefault(keys[index], []).append(index)
         result_cls = element_class(response_class(self.api_key, version), self.results_field)
         slot_list: list[Slot] = []
         for index, (entry, key) in enumerate(zip(entries, keys, strict=True)):
-            if index not in expanded:
+            error = answered.get(index)
+            if error is None:
                 slot_list.append(Slot(key))
             elif self.answers_each_copy:
-                synthetic = self.synthetic(result_cls, [entry], expanded[index], legacy_error_code)
-                slot_list.append(Slot(key, synthetic))
+                slot_list.append(Slot(key, self.synthetic(result_cls, [entry], error)))
             elif copies[key][0] == index:
                 group = [entries[i] for i in copies[key]]
-                synthetic = self.synthetic(result_cls, group, expanded[index], legacy_error_code)
-                slot_list.append(Slot(key, synthetic))
+                slot_list.append(Slot(key, self.synthetic(result_cls, group, error)))
 
-        kept = tuple(e for i, e in enumerate(entries) if i not in expanded)
-        forward = self.with_entries(request, kept) if kept else None
+        kept = tuple(e for i, e in enumerate(entries) if i not in answered)
         return SplitPlan(
-            self.api_key, version, request, forward, MappingProxyType(expanded), tuple(slot_list)
+            api_key=self.api_key,
+            api_version=version,
+            request=request,
+            forward=self.with_entries(request, kept) if kept else None,
+            denied=MappingProxyType(expanded),
+            slots=tuple(slot_list),
+            refused=MappingProxyType(refused),
         )
 
     def merge(self, plan: SplitPlan, broker_response: Any | None) -> bytes:
@@ -233,11 +265,13 @@ class GuardedApi(ABC):
     def result_keys(self, result: Any) -> tuple[Hashable, ...]:
         """The keys under which a broker result can answer an entry."""
 
+    def refused_locally(self, keys: Sequence[Hashable]) -> dict[int, str]:
+        """Entries to answer with INVALID_REQUEST without the broker (index -> reason)."""
+        return {}
+
     @abstractmethod
-    def synthetic(
-        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
-    ) -> Any:
-        """The result for a denied entry (all its copies, when the broker answers once)."""
+    def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
+        """The result for an entry answered here (all its copies, where the broker answers once)."""
 
     def empty_response(
         self, response_cls: type[Any], request: Any, results: tuple[Any, ...]

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from codec.errors import CodecError
-from codec.guarded.base import GuardedApi, build
+from codec.guarded.base import ErrorChoice, GuardedApi, build
 from codec.topic_view import AlterConfigsItem, ConfigOp, IncrementalAlterConfigsItem
-from codec.violations import violation
 
 TOPIC_RESOURCE = 2
+# ConfigAdminManager.preprocess's own words for a repeated resource.
+DUPLICATE_RESOURCE = "Each resource must appear at most once."
 CONFIG_OPS: dict[int, ConfigOp] = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
 
 
@@ -42,11 +44,9 @@ class _ConfigResources(GuardedApi):
         """(resource type, resource name)."""
         return ((result.resource_type, result.resource_name),)
 
-    def synthetic(
-        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
-    ) -> Any:
+    def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
         """An error result for the topic resource."""
-        error_code, error_message = violation(result_cls, message, legacy_error_code)
+        error_code, error_message = error(result_cls)
         return build(
             result_cls,
             error_code=error_code,
@@ -60,6 +60,11 @@ class AlterConfigs(_ConfigResources):
     """Legacy AlterConfigs: the full replacement set of a topic's dynamic configs."""
 
     api_key = 33
+
+    def refused_locally(self, keys: Sequence[Hashable]) -> dict[int, str]:
+        """Every copy of a repeated resource, topic or not: a 4.1.1 broker never answers those."""
+        counts = Counter(keys)
+        return {i: DUPLICATE_RESOURCE for i, key in enumerate(keys) if counts[key] > 1}
 
     def item(self, request: Any, index: int, entry: Any) -> AlterConfigsItem | None:
         """The topic's replacement configs, or None for broker and other resources."""

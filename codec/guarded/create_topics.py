@@ -6,9 +6,8 @@ import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from codec.guarded.base import GuardedApi, build
+from codec.guarded.base import ErrorChoice, GuardedApi, build
 from codec.topic_view import CreateTopicItem
-from codec.violations import violation
 
 
 class CreateTopics(GuardedApi):
@@ -45,11 +44,9 @@ class CreateTopics(GuardedApi):
         """The topic name."""
         return (result.name,)
 
-    def synthetic(
-        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
-    ) -> Any:
+    def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
         """An error result shaped like the broker's own (no id, -1 counts, no configs)."""
-        error_code, error_message = violation(result_cls, message, legacy_error_code)
+        error_code, error_message = error(result_cls)
         return build(
             result_cls,
             name=copies[0].name,

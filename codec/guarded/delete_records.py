@@ -6,9 +6,8 @@ import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from codec.guarded.base import GuardedApi, build, element_class
+from codec.guarded.base import ErrorChoice, GuardedApi, build, element_class
 from codec.topic_view import DeleteRecordsItem
-from codec.violations import violation
 
 INVALID_LOW_WATERMARK = -1
 
@@ -45,12 +44,10 @@ class DeleteRecords(GuardedApi):
         """The topic name."""
         return (result.name,)
 
-    def synthetic(
-        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
-    ) -> Any:
+    def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
         """One error per distinct partition over all copies, as the broker would collapse them."""
         partition_cls = element_class(result_cls, "partitions")
-        error_code, _ = violation(partition_cls, message, legacy_error_code)
+        error_code, _ = error(partition_cls)
         seen: dict[int, None] = {}
         for entry in copies:
             for p in entry.partitions:

@@ -6,9 +6,8 @@ import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from codec.guarded.base import GuardedApi, build
+from codec.guarded.base import ErrorChoice, GuardedApi, build
 from codec.topic_view import DeleteTopicItem
-from codec.violations import violation
 
 TOPIC_IDS_VERSION = 6
 
@@ -58,11 +57,9 @@ class DeleteTopics(GuardedApi):
             keys.append(("id", topic_id))
         return tuple(keys) or (("none",),)
 
-    def synthetic(
-        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
-    ) -> Any:
+    def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
         """An error result naming the topic as the client did."""
-        error_code, error_message = violation(result_cls, message, legacy_error_code)
+        error_code, error_message = error(result_cls)
         entry = copies[0]
         name = entry if isinstance(entry, str) else entry.name
         topic_id = None if isinstance(entry, str) else entry.topic_id

@@ -8,9 +8,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.guarded.base import ZERO_THROTTLE, GuardedApi, build, element_class
+from codec.guarded.base import ZERO_THROTTLE, ErrorChoice, GuardedApi, build, element_class
 from codec.topic_view import ReassignmentItem
-from codec.violations import violation
 
 
 class AlterPartitionReassignments(GuardedApi):
@@ -48,12 +47,10 @@ class AlterPartitionReassignments(GuardedApi):
         """The topic name."""
         return (result.name,)
 
-    def synthetic(
-        self, result_cls: type[Any], copies: list[Any], message: str, legacy_error_code: int
-    ) -> Any:
+    def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
         """An error for each requested partition (the error fields live on partitions)."""
         partition_cls = element_class(result_cls, "partitions")
-        error_code, error_message = violation(partition_cls, message, legacy_error_code)
+        error_code, error_message = error(partition_cls)
         partitions = tuple(
             build(
                 partition_cls,
