@@ -183,3 +183,37 @@ def test_delete_topics_v6_same_id_twice_is_one_topic() -> None:
     assert plan.forward is None
     assert dict(plan.denied) == {0: "no", 1: "no"}
     assert len(api.decode_response(6, api.merge(plan, None)).responses) == 1
+
+
+def test_alter_configs_answers_repeated_resources_itself_because_the_broker_never_does() -> None:
+    """Kafka 4.1.1 drops its own AlterConfigs response when a resource repeats (any version)."""
+    api = guarded_api(33)
+    assert api is not None
+    case = CASES[33]
+    names = ["b", "c", "b", "broker:1", "broker:1", "d"]
+    for version in api.versions():
+        plan = api.split(case.request(version, names), {5: "no d"})
+        assert plan.forward is not None
+        assert [case.entry_name(e) for e in plan.forward.resources] == ["c"]
+        assert dict(plan.refused) == {
+            i: "Each resource must appear at most once." for i in (0, 2, 3, 4)
+        }
+        assert dict(plan.denied) == {5: "no d"}
+        merged = api.decode_response(version, api.merge(plan, case.broker_answer(plan.forward)))
+        assert [(case.entry_name(r), r.error_code) for r in merged.responses] == [
+            ("b", INVALID_REQUEST),
+            ("c", 0),
+            ("b", INVALID_REQUEST),
+            ("broker:1", INVALID_REQUEST),
+            ("broker:1", INVALID_REQUEST),
+            ("d", 44),
+        ]
+
+
+def test_incremental_alter_configs_forwards_repeated_resources_for_the_broker_to_refuse() -> None:
+    api = guarded_api(44)
+    assert api is not None
+    request = CASES[44].request(1, ["b", "c", "b"])
+    plan = api.split(request, {})
+    assert plan.forward is request
+    assert not plan.refused
