@@ -10,6 +10,7 @@ declared sizes fit inside them.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,7 @@ _FIXED_SIZES = {
     "uuid": 16,
 }
 _VARINT_MAX_BYTES = 5
+_SIGNED = {1: struct.Struct(">b"), 2: struct.Struct(">h"), 4: struct.Struct(">i")}
 
 
 class _Malformed(Exception):
@@ -66,10 +68,17 @@ def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
     raise _Malformed("varint longer than 5 bytes")
 
 
-def _int(data: bytes, pos: int, end: int, size: int) -> tuple[int, int]:
-    if pos + size > end:
+def _length(data: bytes, pos: int, end: int, flexible: bool, width: int) -> tuple[int, int]:
+    """A length or count: compact (uvarint of n + 1) or a signed int of `width` bytes."""
+    if flexible:
+        # Almost every compact length fits in one byte: skip the general varint loop.
+        if pos < end and data[pos] < 0x80:
+            return data[pos] - 1, pos + 1
+        raw, pos = _uvarint(data, pos, end)
+        return raw - 1, pos
+    if pos + width > end:
         raise _Malformed("truncated")
-    return int.from_bytes(data[pos : pos + size], "big", signed=True), pos + size
+    return _SIGNED[width].unpack_from(data, pos)[0], pos + width
 
 
 def _fixed(size: int) -> _Step:
@@ -85,11 +94,7 @@ def _length_prefixed(flexible: bool, nullable: bool, width: int) -> _Step:
     """Strings (int16 length) and bytes (int32 length), or their compact forms."""
 
     def step(data: bytes, pos: int, end: int) -> int:
-        if flexible:
-            raw, pos = _uvarint(data, pos, end)
-            length = raw - 1
-        else:
-            length, pos = _int(data, pos, end, width)
+        length, pos = _length(data, pos, end, flexible, width)
         if length < 0:
             if length == -1 and nullable:
                 return pos
@@ -101,13 +106,9 @@ def _length_prefixed(flexible: bool, nullable: bool, width: int) -> _Step:
     return step
 
 
-def _array(flexible: bool, nullable: bool, element: _Step) -> _Step:
+def _array(flexible: bool, nullable: bool, element: _Step, element_size: int | None) -> _Step:
     def step(data: bytes, pos: int, end: int) -> int:
-        if flexible:
-            raw, pos = _uvarint(data, pos, end)
-            count = raw - 1
-        else:
-            count, pos = _int(data, pos, end, 4)
+        count, pos = _length(data, pos, end, flexible, 4)
         if count < 0:
             if count == -1 and nullable:
                 return pos
@@ -115,6 +116,10 @@ def _array(flexible: bool, nullable: bool, element: _Step) -> _Step:
         # Every element takes at least one byte: this bounds what kio will allocate.
         if count > end - pos:
             raise _Malformed(f"array of {count} elements exceeds the {end - pos} bytes left")
+        if element_size is not None:
+            if pos + count * element_size > end:
+                raise _Malformed("truncated")
+            return pos + count * element_size
         for _ in range(count):
             pos = element(data, pos, end)
         return pos
@@ -135,7 +140,7 @@ def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> _Step:
 
 def _nullable_entity(inner: _Step) -> _Step:
     def step(data: bytes, pos: int, end: int) -> int:
-        marker, pos = _int(data, pos, end, 1)
+        marker, pos = _length(data, pos, end, False, 1)
         if marker == -1:
             return pos
         if marker != 1:
@@ -149,13 +154,14 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> 
     kind = classify_field(field)
     nullable = not is_tag and is_optional(field)
     if isinstance(kind, EntityTupleField):
-        return _array(flexible, nullable, _entity_step(kind.type_))
+        return _array(flexible, nullable, _entity_step(kind.type_), None)
     if isinstance(kind, EntityField):
         inner = _entity_step(kind.type_)
         return _nullable_entity(inner) if nullable else inner
     kafka_type = str(field.metadata["kafka_type"])
     if isinstance(kind, PrimitiveTupleField):
-        return _array(flexible, nullable, _primitive(kafka_type, flexible, False))
+        element = _primitive(kafka_type, flexible, False)
+        return _array(flexible, nullable, element, _FIXED_SIZES.get(kafka_type))
     return _primitive(kafka_type, flexible, nullable)
 
 
@@ -173,18 +179,31 @@ def _compile_entity(cls: type[Any]) -> _Step:
     flexible = bool(cls.__flexible__)
     steps: list[_Step] = []
     tagged: dict[int, _Step] = {}
+    fixed_run = 0
     for field in dataclasses.fields(cls):
         tag = get_field_tag(field)
-        if tag is None:
-            steps.append(_field_step(field, flexible, is_tag=False))
-        else:
+        if tag is not None:
             tagged[int(tag)] = _field_step(field, flexible, is_tag=True)
+            continue
+        size = _FIXED_SIZES.get(field.metadata.get("kafka_type", ""))
+        if size is not None and not classify_field(field).is_array:
+            # Consecutive fixed-size fields need one bounds check between them.
+            fixed_run += size
+            continue
+        if fixed_run:
+            steps.append(_fixed(fixed_run))
+            fixed_run = 0
+        steps.append(_field_step(field, flexible, is_tag=False))
+    if fixed_run:
+        steps.append(_fixed(fixed_run))
 
     def step(data: bytes, pos: int, end: int) -> int:
         for field_step in steps:
             pos = field_step(data, pos, end)
         if not flexible:
             return pos
+        if pos < end and data[pos] == 0:
+            return pos + 1  # no tagged fields, the usual case
         count, pos = _uvarint(data, pos, end)
         for _ in range(count):
             tag, pos = _uvarint(data, pos, end)
