@@ -65,10 +65,10 @@ def exercise(key: int, version: int, kind: str, body: bytes) -> None:
         request = api.decode_request(version, body)
         items = api.topic_items(request)
         plan = api.split(request, {item.index: "denied" for item in items[::2]})
-        if plan.forward is not None:
-            encode(plan.forward)
         if plan.forward is None:
             api.merge(plan, None)
+        else:
+            encode(plan.forward)
     except CodecError as error:
         assert error.api_key == key
         assert error.api_version == version
