@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -60,25 +60,27 @@ def produce(bootstrap: str, topic: str, records: int) -> float:
     return time.perf_counter() - start
 
 
-def consume(bootstrap: str, topic: str, records: int) -> float:
-    """Consume every record from the start; return seconds from first poll to the last record."""
+def consume(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+    """Fetch every record from offset 0 (assigned, no group); seconds from first to last record."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"g-{topic}",
-            "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "fetch.max.bytes": 52428800,
             **QUIET,
         }
     )
-    consumer.subscribe([topic])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
-    start = time.perf_counter()
-    deadline = start + 300
+    start = None
+    deadline = time.perf_counter() + 300
     while got < records and time.perf_counter() < deadline:
-        got += sum(1 for m in consumer.consume(10000, timeout=1) if m.error() is None)
-    elapsed = time.perf_counter() - start
+        batch = consumer.consume(10000, timeout=1)
+        if batch and start is None:
+            start = time.perf_counter()
+        got += sum(1 for m in batch if m.error() is None)
+    elapsed = time.perf_counter() - (start or 0)
     consumer.close()
     assert got == records, f"consumed {got} of {records}"
     return elapsed
@@ -126,12 +128,14 @@ def main() -> None:
         for bootstrap in targets.values():  # warm-up: JIT, connections, page cache
             topic = create_topic(bootstrap, args.partitions)
             produce(bootstrap, topic, args.records // 5)
-            consume(bootstrap, topic, args.records // 5)
+            consume(bootstrap, topic, args.records // 5, args.partitions)
         for repeat in range(args.repeats):
             for target, bootstrap in targets.items():
                 topic = create_topic(bootstrap, args.partitions)
                 results[target]["produce_s"].append(produce(bootstrap, topic, args.records))
-                results[target]["consume_s"].append(consume(bootstrap, topic, args.records))
+                results[target]["consume_s"].append(
+                    consume(bootstrap, topic, args.records, args.partitions)
+                )
                 lat_topic = create_topic(bootstrap, 1)
                 results[target]["latency_ms"] += produce_latency(
                     bootstrap, lat_topic, args.latency_samples

@@ -73,7 +73,8 @@ def decode_exact(cls: type[Any], data: bytes, offset: int = 0) -> Any:
     version = int(cls.__version__)
     try:
         value, size = _reader(cls)(bytes(data), offset)
-    except (SerialError, ValueError, UnicodeDecodeError, OverflowError) as exc:
+    # kio raises KeyError for an unknown tagged field.
+    except (SerialError, ValueError, UnicodeDecodeError, OverflowError, KeyError) as exc:
         raise CodecError(key, version, f"{type(exc).__name__}: {exc}") from exc
     if offset + size != len(data):
         trailing = len(data) - offset - size
@@ -87,7 +88,7 @@ def encode(message: Entity) -> bytes:
     buffer = io.BytesIO()
     try:
         _writer(cls)(buffer, message)
-    except (ValueError, TypeError, OverflowError, KeyError) as exc:
+    except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as exc:
         raise CodecError(
             int(cls.__api_key__), int(cls.__version__), f"cannot encode: {exc}"
         ) from exc
