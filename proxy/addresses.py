@@ -36,9 +36,11 @@ class AddressRewriter:
 
     def on_request(self, conn: ClientConnection, header: RequestHeader, frame: bytes) -> Action:
         """Forward the request; rewrite the addresses in its response."""
-        return Forward(frame, self._transform(header.api_key, header.api_version))
+        return Forward(frame, self.transform(header.api_key, header.api_version))
 
-    def _transform(self, api_key: int, api_version: int) -> ResponseTransform:
+    def transform(self, api_key: int, api_version: int) -> ResponseTransform:
+        """The response transform that rewrites this API version's broker addresses."""
+
         def rewrite(body: bytes) -> bytes | Awaitable[bytes]:
             found = find_addresses(api_key, api_version, body)
             if found is None:

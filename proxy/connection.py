@@ -147,6 +147,8 @@ class ClientConnection(asyncio.Protocol):
         self.id = next(_ids)
         self.listener = listener
         self.client_address = "?"
+        # Who the client is, as the broker has confirmed it (SASL) or TLS has proven it.
+        self.principal = "User:ANONYMOUS"
         self._target = target
         self._interceptors = interceptors
         self._connect_timeout = connect_timeout
@@ -231,7 +233,15 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._forward(header, frame, None)
             return
-        action = interceptor.on_request(self, header, frame)
+        try:
+            action = interceptor.on_request(self, header, frame)
+        except CodecError as exc:
+            self.fail("cannot decode request", detail=str(exc))
+            return
+        except Exception as exc:
+            self.log.exception("request handling failed")
+            self.fail("internal error", detail=f"{type(exc).__name__}: {exc}")
+            return
         if isinstance(action, Forward | Reply):
             self._act(header, action)
         else:
@@ -260,7 +270,12 @@ class ClientConnection(asyncio.Protocol):
             try:
                 action = await pending
             except CodecError as exc:
-                self.fail("cannot handle request", detail=str(exc))
+                self.fail("cannot decode request", detail=str(exc))
+                return
+            except Exception as exc:
+                # A bug must not leave the connection waiting forever, nor let the request by.
+                self.log.exception("request handling failed")
+                self.fail("internal error", detail=f"{type(exc).__name__}: {exc}")
                 return
             self._act(header, action)
             self._release("busy")
@@ -312,7 +327,7 @@ class ClientConnection(asyncio.Protocol):
             inner = frame[_SIZE:]
             size = response_header_size(inner, entry.api_key, entry.api_version)
             result = entry.transform(inner[size:])
-        except CodecError as exc:
+        except (CodecError, ValueError) as exc:
             self.fail("cannot rewrite broker response", detail=str(exc))
             return
         if isinstance(result, bytes):
@@ -348,7 +363,7 @@ class ClientConnection(asyncio.Protocol):
     async def _complete(self, slot: _Slot, header: bytes, pending: Awaitable[bytes]) -> None:
         try:
             body = await pending
-        except (CodecError, OSError) as exc:
+        except (CodecError, ValueError, OSError) as exc:
             self.fail("cannot rewrite broker response", detail=str(exc))
             return
         slot.frame = framed(header, body)
