@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
@@ -41,6 +41,18 @@ class HostPort(_Section):
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+def _host_ports(value: Any) -> Any:
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        return [HostPort.parse(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+# NoDecode: the environment form is 'host:port,host:port', not JSON.
+HostPorts = Annotated[list[HostPort], NoDecode, BeforeValidator(_host_ports)]
+
+
 class ListenersConfig(_Section):
     """Where the proxy listens, and the address it tells clients to use."""
 
@@ -55,24 +67,56 @@ class ListenersConfig(_Section):
 class UpstreamConfig(_Section):
     """The Kafka cluster behind the proxy."""
 
-    # NoDecode: the env form is 'host:port,host:port', not JSON.
-    bootstrap_servers: Annotated[list[HostPort], NoDecode] = Field(min_length=1)
+    bootstrap_servers: HostPorts = Field(min_length=1)
     connect_timeout_s: float = Field(default=10.0, gt=0)
-
-    @field_validator("bootstrap_servers", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [part for part in value.split(",") if part.strip()]
-        if isinstance(value, list):
-            return [HostPort.parse(v) if isinstance(v, str) else v for v in value]
-        return value
 
 
 class LimitsConfig(_Section):
     """Protection against oversized or stuck input."""
 
     max_frame_bytes: int = Field(default=100 * 1024 * 1024, ge=1024, le=2**31 - 1)
+
+
+class PolicyConfig(_Section):
+    """The policy file and how violations are reported."""
+
+    file: Path | None = Field(
+        default=None, description="policy YAML; without one the proxy enforces nothing"
+    )
+    watch: bool = Field(default=True, description="reload when the file changes (and on SIGHUP)")
+    legacy_error_code: Literal[-1, 44] = Field(
+        default=-1,
+        description="error for response versions without a message field "
+        "(DeleteTopics v1-4, DeleteRecords): -1 UNKNOWN_SERVER_ERROR, or 44 POLICY_VIOLATION",
+    )
+
+
+class SaslConfig(_Section):
+    """SASL credentials for the proxy's own connection to the cluster."""
+
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    username: str = Field(min_length=1)
+    password: str
+
+
+class ClusterStateConfig(_Section):
+    """How the proxy reads topic metadata, configs and broker defaults for the policy."""
+
+    ttl_s: float = Field(default=5.0, ge=0, description="how long a fact is reused")
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    bootstrap_servers: HostPorts | None = Field(
+        default=None, description="defaults to upstream.bootstrap_servers"
+    )
+    sasl: SaslConfig | None = None
+
+
+class AuditConfig(_Section):
+    """Where the audit log of policy decisions goes (docs/audit-log.md)."""
+
+    file: Path | None = None
+    stdout: bool = False
+    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    backups: int = Field(default=5, ge=0)
 
 
 class LoggingConfig(_Section):
@@ -92,6 +136,9 @@ class ProxyConfig(BaseSettings):
     listeners: ListenersConfig = ListenersConfig()
     upstream: UpstreamConfig
     limits: LimitsConfig = LimitsConfig()
+    policy: PolicyConfig = PolicyConfig()
+    cluster_state: ClusterStateConfig = ClusterStateConfig()
+    audit: AuditConfig = AuditConfig()
     logging: LoggingConfig = LoggingConfig()
     shutdown_timeout_s: float = Field(default=30.0, ge=0)
 
