@@ -74,7 +74,7 @@ def compile_rule(rule: Rule) -> list[Check]:
     if rule.name_pattern is not None:
         checks.append(_name_pattern(re.compile(rule.name_pattern), rule))
     if rule.name_collision:
-        checks.append(Check(frozenset({CREATE}), _name_collision, frozenset({Fact.TOPIC_NAMES})))
+        checks.append(Check(frozenset({CREATE}), _CollisionIndex(), frozenset({Fact.TOPIC_NAMES})))
     if rule.partitions is not None:
         checks.extend(_partitions(rule.partitions.min, rule.partitions.max, rule))
         if rule.partitions.max_increase is not None:
@@ -116,16 +116,28 @@ def collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _name_collision(request: TopicRequest, cluster: ClusterState) -> str | None:
-    name = request.name
-    key = collision_key(name)
-    for existing in sorted(cluster.topic_names(include_internal=True)):
-        if existing != name and collision_key(existing) == key:
-            return (
-                f"topic {name!r} collides with existing topic {existing!r}: "
-                "'.' and '_' map to the same metric name"
-            )
-    return None
+class _CollisionIndex:
+    """collision key -> existing names, rebuilt only when the cluster hands out a new name set."""
+
+    def __init__(self) -> None:
+        self._last: tuple[frozenset[str], dict[str, list[str]]] = (frozenset(), {})
+
+    def __call__(self, request: TopicRequest, cluster: ClusterState) -> str | None:
+        names = cluster.topic_names(include_internal=True)
+        last_names, index = self._last
+        if names is not last_names:
+            index = {}
+            for existing in sorted(names):
+                index.setdefault(collision_key(existing), []).append(existing)
+            self._last = (names, index)  # one atomic store: safe across threads
+        name = request.name
+        for existing in index.get(collision_key(name), ()):
+            if existing != name:
+                return (
+                    f"topic {name!r} collides with existing topic {existing!r}: "
+                    "'.' and '_' map to the same metric name"
+                )
+        return None
 
 
 def _partitions(low: int | None, high: int | None, rule: Rule) -> list[Check]:
@@ -344,6 +356,10 @@ def _config_checks(key: str, constraint: ConfigConstraint) -> list[Check]:
     return checks
 
 
+_VERDICT_CACHE = 4096
+_UNSEEN = object()
+
+
 def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> CheckFn | None:
     low = None if constraint.min is None else parse_bound(constraint.min, kind)
     high = None if constraint.max is None else parse_bound(constraint.max, kind)
@@ -353,42 +369,51 @@ def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> Ch
         return None
     numeric = low is not None or high is not None
 
+    def verdict(value: str) -> str | None:
+        """None if the value passes, else the message's end (it depends on the value only)."""
+        if numeric:
+            number = parse_value(key, value)
+            if number is None:
+                return f" {value!r}, which is not a {kind.value}"
+            if high is not None and number > high:
+                return f" {describe(number, kind)}; the limit is {describe(high, kind)}"
+            if low is not None and number < low:
+                return f" {describe(number, kind)}; the minimum is {describe(low, kind)}"
+        if allowed is not None:
+            items = split_list(value) if kind is ConfigType.LIST else [value]
+            if any(item not in allowed for item in items):
+                choices = ", ".join(repr(v) for v in sorted(allowed))
+                return f" {value!r}; allowed values are {choices}"
+        if pattern is not None and not pattern.fullmatch(value):
+            return f" {value!r}, which does not match '{pattern.pattern}'"
+        return None
+
+    # Most requests carry the same few values (often the defaults): remember the verdicts.
+    verdicts: dict[str, str | None] = {}
+
     def check(request: TopicRequest, cluster: ClusterState) -> str | None:
         requested = request.requested
         value = requested.configs.get(key)
         if value is None:
             return None
-        named = any(c.name == key for c in requested.changes)
-        current = request.current
-        # An alter only answers for what it changes, so legacy topics stay editable.
-        unchanged = current is None or current.configs.get(key) == value
-        if request.action is Action.ALTER and not named and unchanged:
+        tail = verdicts.get(value, _UNSEEN)
+        if tail is _UNSEEN:
+            tail = verdict(value)
+            if len(verdicts) < _VERDICT_CACHE:
+                verdicts[value] = tail  # a single dict store: safe across threads
+        if tail is None:
             return None
-        if named:
-            how = f"sets {key} to"
-        elif request.action is Action.CREATE:
-            how = f"gets the broker default {key} ="
-        else:
+        named = key in requested.named
+        current = request.current
+        if request.action is Action.ALTER and not named:
+            # An alter only answers for what it changes, so legacy topics stay editable.
+            if current is None or current.configs.get(key) == value:
+                return None
             how = f"resets {key} to its default"
-        topic = request.name
-        if numeric:
-            number = parse_value(key, value)
-            if number is None:
-                return f"topic {topic!r} {how} {value!r}, which is not a {kind.value}"
-            if high is not None and number > high:
-                shown = describe(number, kind)
-                return f"topic {topic!r} {how} {shown}; the limit is {describe(high, kind)}"
-            if low is not None and number < low:
-                shown = describe(number, kind)
-                return f"topic {topic!r} {how} {shown}; the minimum is {describe(low, kind)}"
-        if allowed is not None:
-            items = split_list(value) if kind is ConfigType.LIST else [value]
-            bad = [item for item in items if item not in allowed]
-            if bad:
-                choices = ", ".join(repr(v) for v in sorted(allowed))
-                return f"topic {topic!r} {how} {value!r}; allowed values are {choices}"
-        if pattern is not None and not pattern.fullmatch(value):
-            return f"topic {topic!r} {how} {value!r}, which does not match '{pattern.pattern}'"
-        return None
+        elif named:
+            how = f"sets {key} to"
+        else:
+            how = f"gets the broker default {key} ="
+        return f"topic {request.name!r} {how}{tail}"
 
     return check

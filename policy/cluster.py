@@ -52,10 +52,17 @@ class InMemoryCluster:
     defaults: ConfigMap = EMPTY_CONFIGS
     _by_name: Mapping[str, TopicState] = field(init=False, repr=False, compare=False)
     _by_id: Mapping[str, TopicState] = field(init=False, repr=False, compare=False)
+    _names: tuple[frozenset[str], frozenset[str]] = field(init=False, repr=False, compare=False)
+    _partitions: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Computed once: the engine may ask for these on every request.
         object.__setattr__(self, "_by_name", {t.name: t for t in self.topics})
         object.__setattr__(self, "_by_id", {t.topic_id: t for t in self.topics if t.topic_id})
+        everything = frozenset(t.name for t in self.topics)
+        internal = frozenset(t.name for t in self.topics if t.internal or t.name in INTERNAL_TOPICS)
+        object.__setattr__(self, "_names", (everything - internal, everything))
+        object.__setattr__(self, "_partitions", sum(t.partitions for t in self.topics))
 
     @classmethod
     def of(
@@ -77,11 +84,7 @@ class InMemoryCluster:
 
     def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
         """The names of the existing topics."""
-        return frozenset(
-            t.name
-            for t in self.topics
-            if include_internal or not (t.internal or t.name in INTERNAL_TOPICS)
-        )
+        return self._names[include_internal]
 
     def broker_count(self) -> int:
         """How many brokers the cluster has."""
@@ -93,7 +96,7 @@ class InMemoryCluster:
 
     def total_partitions(self) -> int:
         """The number of partitions over all topics."""
-        return sum(t.partitions for t in self.topics)
+        return self._partitions
 
     def to_dict(self) -> JSON:
         """Return a JSON-ready dict."""

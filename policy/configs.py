@@ -83,6 +83,11 @@ _SIZE_UNITS = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
+# Largest unit first; weeks are left out because "14d" reads better than "2w".
+_READABLE: Mapping[ConfigType, tuple[tuple[int, str], ...]] = {
+    ConfigType.DURATION: ((86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")),
+    ConfigType.SIZE: ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")),
+}
 _QUANTITY = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
 
 
@@ -128,18 +133,10 @@ def describe(value: float, kind: ConfigType) -> str:
     if math.isinf(value):
         return "-1 (unlimited)"
     raw = str(int(value)) if value == int(value) else str(value)
-    if kind is ConfigType.DURATION:
-        units = {k: v for k, v in _DURATION_UNITS.items() if k != "w"}
-    elif kind is ConfigType.SIZE:
-        units = {k: v for k, v in _SIZE_UNITS.items() if k.endswith("ib") or k == "b"}
-    else:
-        return raw
-    best = max((factor for factor in units.values() if value and value % factor == 0), default=1)
-    if best == 1:
-        return raw
-    unit = next(name for name, factor in units.items() if factor == best)
-    label = unit if kind is ConfigType.DURATION else unit[:-2].upper() + "iB"
-    return f"{raw} ({int(value // best)}{label})"
+    for factor, label in _READABLE.get(kind, ()):
+        if value and value % factor == 0:
+            return f"{raw} ({int(value // factor)}{label})"
+    return raw
 
 
 def split_list(value: str | None) -> list[str]:

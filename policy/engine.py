@@ -5,13 +5,13 @@ from __future__ import annotations
 import fnmatch
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, compile_rule
 from policy.cluster import INTERNAL_TOPICS, ClusterState
-from policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
+from policy.model import Action, Decision, Fact, Mode, Principal, TopicRequest, Violation
 from policy.plugins import (
     PluginLoadError,
     PolicyPlugin,
@@ -46,61 +46,76 @@ class _Names:
         return value in self.exact or (self.glob is not None and self.glob.match(value) is not None)
 
 
+TopicMatch = Callable[[str], object]
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledSelector:
-    """A rule's selector, minus actions and internal-topic handling (done by the plan)."""
+    """A rule's selector: a topic matcher (one regex) and the client criteria.
 
-    topic: re.Pattern[str] | None
-    prefix: str | None
+    Actions and internal topics are handled by the plan, not here.
+    """
+
+    topic: TopicMatch | None
     principals: _Names | None
     except_principals: _Names | None
     client_ids: _Names | None
 
     @classmethod
-    def build(cls, selector: Selector) -> CompiledSelector | None:
-        """Compile a selector; None when it selects every topic and client."""
-        compiled = cls(
-            topic=None if selector.topic is None else re.compile(selector.topic),
-            prefix=selector.topic_prefix,
+    def build(cls, selector: Selector) -> CompiledSelector:
+        """Compile a selector; prefix and regex become one anchored regex."""
+        parts = []
+        if selector.topic_prefix is not None:
+            parts.append(f"(?={re.escape(selector.topic_prefix)})")
+        if selector.topic is not None:
+            parts.append(f"(?:{selector.topic})")
+        elif parts:
+            parts.append(".*")
+        return cls(
+            topic=re.compile("".join(parts), re.DOTALL).fullmatch if parts else None,
             principals=None if selector.principals is None else _Names(selector.principals),
             except_principals=_Names(selector.except_principals)
             if selector.except_principals
             else None,
             client_ids=None if selector.client_ids is None else _Names(selector.client_ids),
         )
-        return None if compiled == cls(None, None, None, None, None) else compiled
 
-    def matches(self, request: TopicRequest, name: str) -> bool:
-        """Whether the request's topic and client are selected."""
-        if self.prefix is not None and not name.startswith(self.prefix):
-            return False
-        if self.topic is not None and self.topic.fullmatch(name) is None:
-            return False
-        principal = request.principal
+    def selects_client(self, principal: Principal) -> bool:
+        """Whether the principal and client id are selected."""
         if self.principals is not None and principal.name not in self.principals:
             return False
         if self.except_principals is not None and principal.name in self.except_principals:
             return False
         return self.client_ids is None or principal.client_id in self.client_ids
 
+    def matches(self, request: TopicRequest, name: str) -> bool:
+        """Whether the request's topic and client are selected."""
+        if self.topic is not None and not self.topic(name):
+            return False
+        return self.selects_client(request.principal)
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+
+class _Entry(NamedTuple):
     """One rule's checks for one action kind."""
 
     rule: str
     mode: Mode
-    selector: CompiledSelector | None
+    selector: CompiledSelector
     internal: bool
     fns: tuple[CheckFn, ...]
     facts: frozenset[Fact]
+
+
+# A plan step once the client criteria are settled: rule, mode, topic matcher, checks.
+_Step = tuple[str, Mode, TopicMatch | None, tuple[CheckFn, ...]]
+_PLAN_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
 class _Plugin:
     name: str
     mode: Mode
-    selector: CompiledSelector | None
+    selector: CompiledSelector
     internal: bool
     keys: frozenset[ActionKey]
     facts: frozenset[Fact]
@@ -137,12 +152,14 @@ class CompiledPolicy:
                     continue
                 here = [c for c in checks if key in c.keys]
                 if here:
-                    facts = frozenset().union(*(c.facts for c in here))
                     fns = tuple(c.fn for c in here)
+                    facts = frozenset().union(*(c.facts for c in here))
                     plans[key].append(
                         _Entry(rule.name, mode, selector, rule.match.internal, fns, facts)
                     )
         self._plans: dict[ActionKey, tuple[_Entry, ...]] = {k: tuple(v) for k, v in plans.items()}
+        # (action, alter kind, internal?, principal, client id) -> the steps that apply.
+        self._steps: dict[tuple[Any, ...], tuple[_Step, ...]] = {}
         plugins: list[_Plugin] = []
         for index, spec in enumerate(document.plugins):
             instance = None
@@ -188,6 +205,22 @@ class CompiledPolicy:
             )
         return plan
 
+    def _steps_for(self, request: TopicRequest, internal: bool) -> tuple[_Step, ...]:
+        """The plan for this action, filtered by client criteria once per principal/client."""
+        principal = request.principal
+        key = (request.action, request.alter_kind, internal, principal.name, principal.client_id)
+        steps = self._steps.get(key)
+        if steps is None:
+            steps = tuple(
+                (e.rule, e.mode, e.selector.topic, e.fns)
+                for e in self._plan(request)
+                if (e.internal or not internal) and e.selector.selects_client(principal)
+            )
+            # Bounded so that a flood of client ids cannot grow it; dict stores are atomic.
+            if len(self._steps) < _PLAN_CACHE_SIZE:
+                self._steps[key] = steps
+        return steps
+
     def needs(self, request: TopicRequest) -> frozenset[Fact]:
         """The cluster facts the rules that select this request will read."""
         name = request.name
@@ -198,13 +231,13 @@ class CompiledPolicy:
         for entry in self._plan(request):
             if internal and not entry.internal:
                 continue
-            if entry.selector is None or entry.selector.matches(request, name):
+            if entry.selector.matches(request, name):
                 facts |= entry.facts
         key = (request.action, request.alter_kind)
         for plugin in self._plugins:
             if key not in plugin.keys or (internal and not plugin.internal):
                 continue
-            if plugin.selector is None or plugin.selector.matches(request, name):
+            if plugin.selector.matches(request, name):
                 facts |= plugin.facts
         if request.action is Action.CREATE:
             facts.discard(Fact.TOPIC_STATE)  # a topic being created has no current state
@@ -212,8 +245,10 @@ class CompiledPolicy:
 
     def evaluate(self, request: TopicRequest, cluster: ClusterState) -> Decision:
         """Evaluate every selected rule and plugin, in declaration order, for one topic."""
-        plan = self._plan(request)
         name = request.name
+        current = request.current
+        internal = name in INTERNAL_TOPICS or (current is not None and current.internal)
+        steps = self._steps_for(request, internal)
         violations: list[Violation] = []
         if not name:
             violations.append(
@@ -224,19 +259,14 @@ class CompiledPolicy:
                     self._mode,
                 )
             )
-        internal = _is_internal(request, name)
-        for entry in plan:
-            if internal and not entry.internal:
+        # Plain tuples: unpacking is the cheapest way through the hot loop.
+        for rule, mode, topic_match, fns in steps:
+            if topic_match is not None and not topic_match(name):
                 continue
-            selector = entry.selector
-            if selector is not None and not selector.matches(request, name):
-                continue
-            for fn in entry.fns:
+            for fn in fns:
                 message = fn(request, cluster)
                 if message is not None:
-                    violations.append(
-                        Violation(entry.rule, f"[{entry.rule}] {message}", entry.mode)
-                    )
+                    violations.append(Violation(rule, f"[{rule}] {message}", mode))
         if self._plugins:
             self._run_plugins(request, cluster, name, internal, violations)
         allowed = all(v.mode is Mode.AUDIT for v in violations)
@@ -254,7 +284,7 @@ class CompiledPolicy:
         for spec in self._plugins:
             if spec.plugin is None or key not in spec.keys or (internal and not spec.internal):
                 continue
-            if spec.selector is not None and not spec.selector.matches(request, name):
+            if not spec.selector.matches(request, name):
                 continue
             try:
                 dispatch(spec.plugin, request, cluster)

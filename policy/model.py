@@ -194,6 +194,11 @@ class RequestedState:
     configs: ConfigMap = EMPTY_CONFIGS
     changes: tuple[ConfigChange, ...] = ()
     config_source: ConfigSource | None = None
+    named: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Derived once: rules ask "was this key named?" for every config they check.
+        object.__setattr__(self, "named", frozenset(c.name for c in self.changes))
 
     @property
     def named_configs(self) -> ConfigMap:
@@ -260,15 +265,13 @@ class TopicRequest:
     requested: RequestedState = field(default_factory=RequestedState)
     current: TopicState | None = None
     record_offsets: tuple[tuple[int, int], ...] = ()
+    # The topic name, else the current state's (deletes by topic id), else "". A field, not a
+    # property: every check reads it.
+    name: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def name(self) -> str:
-        """The topic name, falling back to the current state's name (deletes by topic id)."""
-        if self.topic is not None:
-            return self.topic
-        if self.current is not None:
-            return self.current.name
-        return ""
+    def __post_init__(self) -> None:
+        name = self.topic if self.topic is not None else self.current.name if self.current else ""
+        object.__setattr__(self, "name", name)
 
     def to_dict(self) -> JSON:
         """Return a JSON-ready dict."""

@@ -34,6 +34,8 @@ _SUFFIXES = (
     ("-subscription-response-topic", REPARTITION),
 )
 
+_ANY_SUFFIX = tuple(suffix for suffix, _ in _SUFFIXES)
+
 
 def _glob(patterns: list[str]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or r"(?!)")
@@ -58,6 +60,8 @@ class StreamsMatcher:
 
     def classify(self, name: str) -> StreamsTopic | None:
         """The application id and kind of an internal topic name, or None."""
+        if not name.endswith(_ANY_SUFFIX):
+            return None
         for suffix, kind in _SUFFIXES:
             if not name.endswith(suffix):
                 continue

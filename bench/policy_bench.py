@@ -1,0 +1,122 @@
+"""Policy engine throughput: single-topic evaluations against examples/policy.yaml.
+
+Run: .venv/bin/python bench/policy_bench.py [--evaluations 1000000] [--runs 5] [--hostile]
+Requests are built and resolved up front (the proxy does that once per topic); only
+`evaluate()` is timed, on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TypeVar
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from policy import builders  # noqa: E402
+from policy.cluster import InMemoryCluster  # noqa: E402
+from policy.engine import CompiledPolicy  # noqa: E402
+from policy.loader import load_policy  # noqa: E402
+from policy.model import Fact, Principal, TopicRequest  # noqa: E402
+from policy.scenario import parse_suite  # noqa: E402
+
+T = TypeVar("T")
+PRINCIPALS = ["User:alice", "User:bob", "User:platform-admin", "User:streams-payments"]
+DOMAINS = ["orders", "payments", "shipping", "inventory", "billing"]
+
+
+def cluster() -> InMemoryCluster:
+    """The cluster described by the example test suite."""
+    return parse_suite((ROOT / "examples/policy-tests.yaml").read_text()).cluster.build()
+
+
+def workload(count: int, hostile: bool = False, seed: int = 7) -> list[TopicRequest]:
+    """Creates, config changes, partition increases and deletes, each on a distinct topic name.
+
+    The default mix is mostly compliant, as admin traffic is; `hostile` takes each value out
+    of bounds half of the time, so most topics are denied and get messages.
+    """
+    rng = random.Random(seed)
+    bad = 0.5 if hostile else 0.04
+    state = cluster()
+
+    def pick(good: list[T], wrong: list[T]) -> T:
+        return rng.choice(wrong) if rng.random() < bad else rng.choice(good)
+
+    requests = []
+    for i in range(count):
+        who = Principal(rng.choice(PRINCIPALS), f"client-{i % 50}", "10.0.0.1")
+        name = f"{pick(DOMAINS, ['Legacy', 'payments-ledger'])}.events-{i}"
+        kind = rng.random()
+        request: TopicRequest
+        if kind < 0.5:
+            retention = pick([3_600_000, 604_800_000, 2_592_000_000], [60_000, 7_776_000_000])
+            configs = [
+                ("retention.ms", str(retention)),
+                ("min.insync.replicas", str(pick([2, 3], [1]))),
+            ]
+            partitions, replication = pick([3, 6, 12, 24], [1, 64]), pick([3], [1, 5])
+            request = builders.create_request(
+                name, partitions, replication, None, configs, principal=who
+            )
+        elif kind < 0.75:
+            retention = pick([86_400_000, 604_800_000], [9**12])
+            request = builders.incremental_alter_configs_request(
+                "orders.v1", [("retention.ms", "SET", str(retention))], principal=who
+            )
+        elif kind < 0.9:
+            count_after = pick([16, 24, 36], [48])
+            request = builders.create_partitions_request("orders.v1", count_after, principal=who)
+        else:
+            target = pick(["orders.v1", name], ["payments.settlements"])
+            request = builders.delete_topic_request(target, principal=who)
+        requests.append(builders.resolve(request, state, frozenset(Fact)))
+    return requests
+
+
+def run(policy: CompiledPolicy, requests: list[TopicRequest], evaluations: int) -> float:
+    """Evaluate `evaluations` requests (cycling the workload); return topics per second."""
+    state = cluster()
+    evaluate = policy.evaluate
+    rounds, rest = divmod(evaluations, len(requests))
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for request in requests:
+            evaluate(request, state)
+    for request in requests[:rest]:
+        evaluate(request, state)
+    return evaluations / (time.perf_counter() - start)
+
+
+def main() -> None:
+    """Print topics/s per run and the median."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--evaluations", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--distinct", type=int, default=10_000, help="distinct requests cycled")
+    parser.add_argument("--hostile", action="store_true", help="mostly out-of-policy requests")
+    args = parser.parse_args()
+    policy = load_policy((ROOT / "examples/policy.yaml").read_text(), "examples/policy.yaml")
+    requests = workload(args.distinct, args.hostile)
+    state = cluster()
+    denied = sum(not policy.evaluate(r, state).allowed for r in requests)
+    mix = "hostile" if args.hostile else "typical"
+    print(
+        f"policy: {len(policy.rule_names)} rules; workload ({mix}): {len(requests):,} distinct "
+        f"requests, {denied / len(requests):.0%} denied"
+    )
+    rates = []
+    for i in range(args.runs):
+        rate = run(policy, requests, args.evaluations)
+        rates.append(rate)
+        print(f"run {i + 1}: {args.evaluations:,} evaluations, {rate:,.0f} topics/s")
+    print(f"median: {statistics.median(rates):,.0f} topics/s on one core")
+
+
+if __name__ == "__main__":
+    main()
