@@ -3,14 +3,104 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
 import itertools
+import secrets
+from dataclasses import dataclass, field
 from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from codec.header import request_header, response_header_size
 from codec.registry import decode_exact, encode, response_class
 
 CLIENT_ID = "kafka-policy-proxy"
+
+SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+SASL_MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+
+
+class SaslAuthenticationError(ConnectionError):
+    """The broker refused the proxy's own SASL credentials, or the exchange went wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaslCredentials:
+    """The proxy's own SASL credentials: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in SASL_MECHANISMS:
+            raise ValueError(
+                f"unsupported SASL mechanism {self.mechanism!r}; use one of {SASL_MECHANISMS}"
+            )
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (RFC 5802), without channel binding."""
+
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None):
+        self._hash = SCRAM_HASHES[mechanism]
+        # Kafka does not SASLprep: the password is used as its UTF-8 bytes.
+        self._password = password.encode()
+        saslname = username.replace("=", "=3D").replace(",", "=2C")
+        self._client_nonce = nonce or secrets.token_urlsafe(24)
+        self._first_bare = f"n={saslname},r={self._client_nonce}"
+        self._auth_message = b""
+        self._server_key = b""
+
+    def first_message(self) -> bytes:
+        """The client-first message (GS2 header: no channel binding, no authzid)."""
+        return f"n,,{self._first_bare}".encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        """The client-final message with the proof, for the server-first message."""
+        attrs = _scram_attributes(server_first)
+        nonce = attrs.get("r", "")
+        if not nonce.startswith(self._client_nonce) or nonce == self._client_nonce:
+            raise SaslAuthenticationError("SCRAM server nonce does not extend the client nonce")
+        try:
+            salt = base64.b64decode(attrs["s"], validate=True)
+            iterations = int(attrs["i"])
+        except (KeyError, ValueError) as exc:
+            raise SaslAuthenticationError(f"malformed SCRAM server-first message: {exc}") from exc
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
+        client_key = self._hmac(salted, b"Client Key")
+        stored_key = hashlib.new(self._hash, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        self._auth_message = f"{self._first_bare},{server_first.decode()},{without_proof}".encode()
+        signature = self._hmac(stored_key, self._auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_key = self._hmac(salted, b"Server Key")
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify_server_final(self, server_final: bytes) -> None:
+        """Check the server's signature, which proves the server knows the password too."""
+        attrs = _scram_attributes(server_final)
+        if "e" in attrs:
+            raise SaslAuthenticationError(f"SCRAM authentication failed: {attrs['e']}")
+        expected = self._hmac(self._server_key, self._auth_message)
+        if not hmac.compare_digest(base64.b64encode(expected).decode(), attrs.get("v", "")):
+            raise SaslAuthenticationError("SCRAM server signature does not match")
+
+    def _hmac(self, key: bytes, message: bytes) -> bytes:
+        return hmac.new(key, message, self._hash).digest()
+
+
+def _scram_attributes(message: bytes) -> dict[str, str]:
+    try:
+        text = message.decode()
+    except UnicodeDecodeError as exc:
+        raise SaslAuthenticationError("SCRAM server message is not UTF-8") from exc
+    return {part[0]: part[2:] for part in text.split(",") if len(part) >= 2 and part[1] == "="}
 
 
 class KafkaClient:
@@ -26,11 +116,20 @@ class KafkaClient:
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def connect(cls, host: str, port: int, deadline: float) -> KafkaClient:
-        """Open a connection to host:port; every later request gets `deadline` seconds."""
+    async def connect(
+        cls, host: str, port: int, deadline: float, sasl: SaslCredentials | None = None
+    ) -> KafkaClient:
+        """Connect to host:port, authenticate if `sasl`; every request gets `deadline` seconds."""
         async with asyncio.timeout(deadline):
             reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer, deadline)
+        client = cls(reader, writer, deadline)
+        if sasl is not None:
+            try:
+                await client._authenticate(sasl)
+            except BaseException:
+                await client.close()
+                raise
+        return client
 
     async def request(self, message: Any) -> Any:
         """Send one kio request message and return the decoded response."""
@@ -52,3 +151,25 @@ class KafkaClient:
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+    async def _authenticate(self, sasl: SaslCredentials) -> None:
+        handshake = await self.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
+        if handshake.error_code is not ErrorCode.none:
+            raise SaslAuthenticationError(
+                f"broker refused SASL mechanism {sasl.mechanism} ({handshake.error_code.name}); "
+                f"it offers {', '.join(handshake.mechanisms) or 'none'}"
+            )
+        if sasl.mechanism == "PLAIN":
+            await self._sasl_step(f"\0{sasl.username}\0{sasl.password}".encode())
+            return
+        scram = ScramClient(sasl.mechanism, sasl.username, sasl.password)
+        server_first = await self._sasl_step(scram.first_message())
+        server_final = await self._sasl_step(scram.final_message(server_first))
+        scram.verify_server_final(server_final)
+
+    async def _sasl_step(self, auth_bytes: bytes) -> bytes:
+        response = await self.request(SaslAuthenticateRequest(auth_bytes=auth_bytes))
+        if response.error_code is not ErrorCode.none:
+            detail = response.error_message or response.error_code.name
+            raise SaslAuthenticationError(f"SASL authentication failed: {detail}")
+        return bytes(response.auth_bytes)

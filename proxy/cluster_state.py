@@ -1,0 +1,495 @@
+"""The proxy's view of the cluster: the facts a policy needs, fetched lazily and cached briefly.
+
+Cost per fact, on a cache miss (connection set-up and SASL not counted):
+- TOPIC_STATE: one Metadata for the named topics, one for the topic ids, and one
+  DescribeConfigs for the topics found (a request is skipped when it has nothing to ask).
+- TOPIC_NAMES, TOTAL_PARTITIONS, BROKER_COUNT: one all-topics Metadata, shared by the three.
+- BROKER_DEFAULTS: one DescribeConfigs on the connected broker (plus one Metadata the first
+  time on a connection, to learn the broker ids).
+
+Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i8
+
+from codec.errors import CodecError
+from policy.cluster import InMemoryCluster
+from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState, freeze_assignment
+from proxy.kafka_client import KafkaClient, SaslAuthenticationError, SaslCredentials
+
+V = TypeVar("V")
+# Cache keys: ("topic", name), ("id", topic id), or one of the two below.
+Key = tuple[str, ...]
+
+TOPIC_RESOURCE = i8(2)
+BROKER_RESOURCE = i8(4)
+HOUR_MS = 3_600_000
+PRUNE_MIN = 1024
+MINUTE_MS = 60_000
+
+# Topic config -> (broker config, factor to milliseconds) in Kafka's order of precedence: the
+# first one the broker has a value for wins (Kafka's ServerTopicConfigSynonyms).
+TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", MINUTE_MS),
+        ("log.retention.hours", HOUR_MS),
+    ),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "compression.type": (("compression.type", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "message.format.version": (("log.message.format.version", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "local.retention.ms": (("log.local.retention.ms", 1),),
+    "local.retention.bytes": (("log.local.retention.bytes", 1),),
+}
+
+# Topic configs no broker config sets: Kafka's LogConfig defaults (4.1), as a fresh topic shows.
+TOPIC_ONLY_DEFAULTS: Mapping[str, str] = {
+    "remote.storage.enable": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
+}
+
+# Broker configs the policy's create builder reads under their own names.
+CREATE_DEFAULTS = ("num.partitions", "default.replication.factor")
+
+# Metadata errors that mean "no such topic" rather than "cannot tell".
+_ABSENT = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.unknown_topic_id,
+        ErrorCode.invalid_topic_exception,
+    }
+)
+_ALL: Key = ("all-topics",)
+_DEFAULTS: Key = ("broker-defaults",)
+
+
+class ClusterStateUnavailable(Exception):
+    """A cluster fact could not be read; the message says which and why."""
+
+
+def topic_defaults(broker_configs: Mapping[str, str | None]) -> ConfigMap:
+    """Map a broker's DescribeConfigs entries to default topic configs (plus create defaults)."""
+    defaults = dict(TOPIC_ONLY_DEFAULTS)
+    for topic_config, synonyms in TOPIC_CONFIG_SYNONYMS.items():
+        for broker_config, factor in synonyms:
+            value = broker_configs.get(broker_config)
+            if value is None:
+                continue
+            if factor != 1:
+                value = str(int(value) * factor)
+            if topic_config == "retention.ms" and int(value) < 0:
+                value = "-1"  # as KafkaConfig.logRetentionTimeMillis: any negative is "forever"
+            defaults[topic_config] = value
+            break
+    for name in CREATE_DEFAULTS:
+        value = broker_configs.get(name)
+        if value is not None:
+            defaults[name] = value
+    return ConfigMap(defaults)
+
+
+class _Unavailable(Exception):
+    """A failure whose message is complete except for what was being read."""
+
+    def __init__(self, message: str, *, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry  # a reused connection broke: one more try on a new one may work
+
+
+class ClusterStateReader:
+    """Reads cluster facts over the proxy's own connection, with a short per-fact cache."""
+
+    def __init__(
+        self,
+        bootstrap: Sequence[tuple[str, int]],
+        *,
+        ttl_s: float = 5.0,
+        request_timeout_s: float = 10.0,
+        sasl: SaslCredentials | None = None,
+    ) -> None:
+        if not bootstrap:
+            raise ValueError("ClusterStateReader needs at least one bootstrap server")
+        self._bootstrap = tuple(bootstrap)
+        self._next_server = 0
+        self._ttl = ttl_s
+        self._timeout = request_timeout_s
+        self._sasl = sasl
+        self._client: KafkaClient | None = None
+        self._address = ""
+        self._reused = False  # the connection has answered before, so it may have gone stale
+        self._node_id: int | None = None
+        self._connect_lock = asyncio.Lock()
+        self._cache: dict[Key, tuple[float, Any]] = {}
+        self._inflight: dict[Key, asyncio.Task[dict[Key, Any]]] = {}
+        self._tasks: set[asyncio.Task[dict[Key, Any]]] = set()
+        # Bumped by invalidate(): a fetch that started before it must not fill the cache.
+        self._epoch = 0
+        # Expired entries are dropped when the cache doubles, so that names clients make up
+        # cannot grow it without bound.
+        self._prune_at = PRUNE_MIN
+
+    async def snapshot(
+        self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
+    ) -> InMemoryCluster:
+        """Fetch the facts asked for (TOPIC_STATE only for the topics named) as a ClusterState.
+
+        When TOPIC_NAMES, TOTAL_PARTITIONS or BROKER_COUNT is asked for, the snapshot also holds
+        every other topic, but with Metadata only (no configs). `marked_for_deletion` is always
+        False: KRaft removes a deleted topic from the metadata at once.
+        """
+        wanted = frozenset(facts)
+        states: dict[str, TopicState] = {}
+        brokers = 1
+        defaults = EMPTY_CONFIGS
+        if wanted & {Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT}:
+            everything = await self._cached(
+                "the topic list and broker count", [_ALL], self._fetch_all
+            )
+            topic_list, brokers = everything[_ALL]
+            states.update((t.name, t) for t in topic_list)
+        if Fact.TOPIC_STATE in wanted:
+            names = sorted(set(topics))
+            if names:
+                found = await self._cached(
+                    f"the state of topic(s) {_quoted(names)}",
+                    [("topic", n) for n in names],
+                    self._fetch_named,
+                )
+                for (_, name), state in found.items():
+                    if state is None:
+                        states.pop(name, None)
+                    else:
+                        states[name] = state
+            ids = sorted(set(topic_ids))
+            if ids:
+                by_id = await self._cached(
+                    f"the state of topic id(s) {_quoted(ids)}",
+                    [("id", i) for i in ids],
+                    self._fetch_ids,
+                )
+                states.update((s.name, s) for s in by_id.values() if s is not None)
+        if Fact.BROKER_DEFAULTS in wanted:
+            result = await self._cached(
+                "the broker default configs", [_DEFAULTS], self._fetch_defaults
+            )
+            defaults = result[_DEFAULTS]
+        return InMemoryCluster(tuple(states.values()), brokers, defaults)
+
+    def invalidate(self, topic: str) -> None:
+        """Forget what is cached about `topic` and the all-topics facts (it was just changed)."""
+        self._epoch += 1
+        stale = [
+            key
+            for key, (_, value) in self._cache.items()
+            if key in (_ALL, ("topic", topic))
+            or (isinstance(value, TopicState) and value.name == topic)
+        ]
+        for key in stale:
+            del self._cache[key]
+        # Callers arriving from now on must not join a fetch that started before the change.
+        for key in [k for k in self._inflight if k in (_ALL, ("topic", topic)) or k[0] == "id"]:
+            del self._inflight[key]
+
+    async def close(self) -> None:
+        """Cancel in-flight fetches and close the connection."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._disconnect()
+
+    # -- caching and coalescing
+
+    async def _cached(
+        self,
+        what: str,
+        keys: list[Key],
+        fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]],
+    ) -> dict[Key, V]:
+        """Values for `keys` from the cache, from identical in-flight fetches, or fetched now."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        result: dict[Key, V] = {}
+        waiting: dict[Key, asyncio.Task[dict[Key, Any]]] = {}
+        missing: list[Key] = []
+        for key in keys:
+            entry = self._cache.get(key)
+            if entry is not None and entry[0] > now:
+                result[key] = entry[1]
+            elif (task := self._inflight.get(key)) is not None:
+                waiting[key] = task
+            else:
+                missing.append(key)
+        if missing:
+            task = loop.create_task(self._fill(what, missing, fetch))
+            self._tasks.add(task)
+            for key in missing:
+                self._inflight[key] = task
+            task.add_done_callback(lambda done: self._settle(missing, done))
+            waiting.update(dict.fromkeys(missing, task))
+        for key, pending in waiting.items():
+            # Shielded: one caller giving up must not cancel a fetch others wait for.
+            result[key] = (await asyncio.shield(pending))[key]
+        return result
+
+    async def _fill(
+        self, what: str, keys: list[Key], fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]]
+    ) -> dict[Key, Any]:
+        epoch = self._epoch
+        try:
+            try:
+                values = dict(await fetch(keys))
+            except _Unavailable as exc:
+                if not exc.retry:
+                    raise
+                values = dict(await fetch(keys))
+        except _Unavailable as exc:
+            raise ClusterStateUnavailable(f"cannot read {what} from the cluster: {exc}") from None
+        # Fail closed on anything else too (a broker answer this code did not expect).
+        except Exception as exc:
+            raise ClusterStateUnavailable(
+                f"cannot read {what} from the cluster: {type(exc).__name__}: {exc}"
+            ) from exc
+        if self._epoch == epoch:
+            now = asyncio.get_running_loop().time()
+            if len(self._cache) >= self._prune_at:
+                self._cache = {k: e for k, e in self._cache.items() if e[0] > now}
+                self._prune_at = max(PRUNE_MIN, 2 * len(self._cache))
+            for key in keys:
+                self._cache[key] = (now + self._ttl, values[key])
+        return values
+
+    def _settle(self, keys: Iterable[Key], task: asyncio.Task[dict[Key, Any]]) -> None:
+        self._tasks.discard(task)
+        for key in keys:
+            if self._inflight.get(key) is task:
+                del self._inflight[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here, so that a fetch nobody awaits logs nothing
+
+    # -- fetches
+
+    async def _fetch_all(self, keys: list[Key]) -> dict[Key, Any]:
+        response = await self._call(_metadata(None))
+        for topic in response.topics:
+            if topic.error_code is not ErrorCode.none:
+                raise _Unavailable(f"Metadata for topic {topic.name!r}: {_error(topic.error_code)}")
+        topics = tuple(_topic_from_metadata(t) for t in response.topics)
+        return {_ALL: (topics, len(response.brokers))}
+
+    async def _fetch_named(self, keys: list[Key]) -> dict[Key, TopicState | None]:
+        names = [key[1] for key in keys]
+        response = await self._call(
+            _metadata(tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names))
+        )
+        found = await self._with_configs(response.topics)
+        return {("topic", name): found.get(name) for name in names}
+
+    async def _fetch_ids(self, keys: list[Key]) -> dict[Key, TopicState | None]:
+        wanted: dict[Key, uuid.UUID] = {}
+        for key in keys:
+            with contextlib.suppress(ValueError):
+                topic_id = uuid.UUID(key[1])
+                # The zero id is Kafka's "no id": it never names a topic.
+                if topic_id.int:
+                    wanted[key] = topic_id
+        found: dict[str, TopicState] = {}
+        if wanted:
+            request = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in wanted.values())
+            response = await self._call(_metadata(request))
+            states = await self._with_configs(response.topics)
+            found = {str(s.topic_id): s for s in states.values()}
+        return {key: found.get(str(wanted.get(key))) for key in keys}
+
+    async def _with_configs(self, metadata_topics: Iterable[Any]) -> dict[str, TopicState]:
+        """Topic states from Metadata topics, with their effective configs; absent ones left out."""
+        states: dict[str, TopicState] = {}
+        for topic in metadata_topics:
+            if topic.error_code in _ABSENT:
+                continue
+            if topic.error_code is not ErrorCode.none:
+                label = topic.name if topic.name is not None else topic.topic_id
+                raise _Unavailable(f"Metadata for topic {label!r}: {_error(topic.error_code)}")
+            states[topic.name] = _topic_from_metadata(topic)
+        if not states:
+            return states
+        request = DescribeConfigsRequest(
+            resources=tuple(
+                DescribeConfigsResource(
+                    resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None
+                )
+                for name in states
+            ),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        response = await self._call(request)
+        configs: dict[str, ConfigMap] = {}
+        for result in response.results:
+            if result.error_code is not ErrorCode.none:
+                detail = _error(result.error_code, result.error_message)
+                raise _Unavailable(f"DescribeConfigs for topic {result.resource_name!r}: {detail}")
+            configs[result.resource_name] = ConfigMap((c.name, c.value) for c in result.configs)
+        missing = states.keys() - configs.keys()
+        if missing:
+            raise _Unavailable(f"DescribeConfigs left out topic(s) {_quoted(sorted(missing))}")
+        return {name: replace(state, configs=configs[name]) for name, state in states.items()}
+
+    async def _fetch_defaults(self, keys: list[Key]) -> dict[Key, ConfigMap]:
+        client = await self._connected()
+        node_ids = [self._node_id] if self._node_id is not None else await self._broker_ids(client)
+        # A broker describes only its own configs and answers INVALID_REQUEST for other ids,
+        # so asking for every id finds the one this connection reached.
+        request = DescribeConfigsRequest(
+            resources=tuple(
+                DescribeConfigsResource(
+                    resource_type=BROKER_RESOURCE, resource_name=str(n), configuration_keys=None
+                )
+                for n in node_ids
+            ),
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        response = await self._call(request, client)
+        errors = []
+        for result in response.results:
+            if result.error_code is ErrorCode.none:
+                self._node_id = int(result.resource_name)
+                return {_DEFAULTS: topic_defaults({c.name: c.value for c in result.configs})}
+            detail = _error(result.error_code, result.error_message)
+            errors.append(f"broker {result.resource_name}: {detail}")
+        raise _Unavailable(
+            f"DescribeConfigs on {self._address}: {'; '.join(errors) or 'no result'}"
+        )
+
+    async def _broker_ids(self, client: KafkaClient) -> list[int]:
+        response = await self._call(_metadata(()), client)
+        return sorted(int(b.node_id) for b in response.brokers)
+
+    # -- the connection
+
+    async def _call(self, message: Any, client: KafkaClient | None = None) -> Any:
+        """Send one request on the shared connection; any failure drops the connection."""
+        if client is None:
+            client = await self._connected()
+        reused = self._reused
+        try:
+            response = await client.request(message)
+        except (OSError, EOFError, CodecError) as exc:
+            address = self._address
+            await self._disconnect(client)
+            name = type(message).__name__.removesuffix("Request")
+            # A timeout is not retried: the caller has waited long enough.
+            retry = reused and not isinstance(exc, (TimeoutError, CodecError))
+            raise _Unavailable(
+                f"{name} to {address} failed: {_describe(exc)}", retry=retry
+            ) from None
+        self._reused = True
+        return response
+
+    async def _connected(self) -> KafkaClient:
+        async with self._connect_lock:
+            if self._client is not None:
+                return self._client
+            failures = []
+            for _ in self._bootstrap:
+                host, port = self._bootstrap[self._next_server]
+                try:
+                    self._client = await KafkaClient.connect(host, port, self._timeout, self._sasl)
+                except SaslAuthenticationError as exc:
+                    # The credentials are the cluster's: another server would refuse them too.
+                    raise _Unavailable(f"{host}:{port}: {exc}") from None
+                except (OSError, EOFError, CodecError) as exc:
+                    failures.append(f"{host}:{port}: {_describe(exc)}")
+                    self._next_server = (self._next_server + 1) % len(self._bootstrap)
+                    continue
+                self._address = f"{host}:{port}"
+                self._reused = False
+                return self._client
+            raise _Unavailable(f"cannot connect to any bootstrap server ({'; '.join(failures)})")
+
+    async def _disconnect(self, client: KafkaClient | None = None) -> None:
+        """Close the connection (if it is still `client`); the next one goes to the next server."""
+        current = self._client
+        if current is None or (client is not None and client is not current):
+            return
+        self._client = None
+        self._node_id = None
+        self._next_server = (self._next_server + 1) % len(self._bootstrap)
+        await current.close()
+
+
+def _metadata(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataRequest:
+    # Never auto-create: the proxy only looks.
+    return MetadataRequest(
+        topics=topics, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+
+
+def _topic_from_metadata(topic: Any) -> TopicState:
+    assignment = freeze_assignment((p.partition_index, p.replica_nodes) for p in topic.partitions)
+    return TopicState(
+        name=topic.name,
+        topic_id=None if topic.topic_id is None else str(topic.topic_id),
+        partitions=len(assignment),
+        # As Kafka's tools report it: the replica count of the first partition.
+        replication_factor=len(assignment[0][1]) if assignment else 0,
+        assignment=assignment,
+        internal=bool(topic.is_internal),
+    )
+
+
+def _error(code: ErrorCode, message: str | None = None) -> str:
+    text = f"{code.name.upper()} ({code.value})"
+    return f"{text}: {message}" if message else text
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, EOFError):
+        return "connection closed by the broker"
+    return str(exc) or type(exc).__name__
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(repr(n) for n in names)
