@@ -466,6 +466,7 @@ def _metadata(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataReques
 
 
 def _topic_from_metadata(topic: Any) -> TopicState:
+    # A partition error (say, no leader) leaves its replica list valid: not a failure here.
     assignment = freeze_assignment((p.partition_index, p.replica_nodes) for p in topic.partitions)
     return TopicState(
         name=topic.name,
