@@ -10,6 +10,7 @@ from pathlib import Path
 
 import structlog
 
+from policy.loader import PolicyError
 from proxy.config import ConfigError, load_config
 from proxy.logs import configure_logging
 from proxy.server import ProxyServer
@@ -57,6 +58,9 @@ def _run(args: argparse.Namespace) -> int:
         runner = uvloop.run
     try:
         return runner(_serve(ProxyServer(config)))
+    except PolicyError as exc:
+        print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         log.error("cannot start", detail=str(exc))
         return 1
@@ -67,6 +71,7 @@ async def _serve(server: ProxyServer) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, server.reload_policy)
     await server.start()
     log.info("proxy ready", bootstrap_servers=server.bootstrap_address)
     await stop.wait()

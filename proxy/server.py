@@ -8,11 +8,16 @@ from typing import Any
 import structlog
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from policy.engine import CompiledPolicy
 from proxy.addresses import AddressRewriter
 from proxy.api_versions import ApiVersionsInterceptor
+from proxy.audit import AuditLog
+from proxy.cluster_state import ClusterStateReader
 from proxy.config import ProxyConfig
 from proxy.connection import ClientConnection, Interceptor, UpstreamTarget
-from proxy.kafka_client import KafkaClient
+from proxy.enforcement import AutoCreateGuard, GuardedApiEnforcer, Judge
+from proxy.kafka_client import KafkaClient, SaslCredentials
+from proxy.policy_source import PolicySource
 
 log = structlog.get_logger("proxy.server")
 
@@ -27,8 +32,37 @@ class ProxyServer:
         self._binding: dict[int, asyncio.Task[None]] = {}
         self._connections: set[ClientConnection] = set()
         self._next_bootstrap = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.policy = PolicySource(config.policy.file) if config.policy.file else None
+        state = config.cluster_state
+        sasl = state.sasl
+        self.cluster_state = ClusterStateReader(
+            [
+                (s.host, s.port)
+                for s in state.bootstrap_servers or config.upstream.bootstrap_servers
+            ],
+            ttl_s=state.ttl_s,
+            request_timeout_s=state.request_timeout_s,
+            sasl=None
+            if sasl is None
+            else SaslCredentials(sasl.mechanism, sasl.username, sasl.password),
+        )
+        self.audit = AuditLog(
+            config.audit.file,
+            stdout=config.audit.stdout,
+            max_bytes=config.audit.max_bytes,
+            backups=config.audit.backups,
+        )
+        judge = Judge(self._current_policy, self.cluster_state, self.audit)
+        rewriter = AddressRewriter(self)
         self._interceptors: dict[int, Interceptor] = {}
-        for interceptor in (ApiVersionsInterceptor(), AddressRewriter(self)):
+        # Later entries win: the auto-creation guard also rewrites Metadata's addresses.
+        for interceptor in (
+            ApiVersionsInterceptor(),
+            rewriter,
+            AutoCreateGuard(judge, rewriter),
+            GuardedApiEnforcer(judge, config.policy.legacy_error_code),
+        ):
             for key in interceptor.api_keys:
                 self._interceptors[key] = interceptor
 
@@ -43,8 +77,23 @@ class ProxyServer:
         """The port of each node listener bound so far."""
         return {int(name): self.endpoint(int(name))[1] for name in self._servers if name.isdigit()}
 
+    def _current_policy(self) -> CompiledPolicy | None:
+        return None if self.policy is None else self.policy.current()
+
+    def reload_policy(self) -> None:
+        """Reload the policy file (SIGHUP); an invalid file leaves the old policy in force."""
+        if self.policy is not None:
+            self.policy.reload()
+
     async def start(self) -> None:
-        """Bind the bootstrap listener, then learn the brokers and bind their listeners."""
+        """Load the policy, bind the bootstrap listener, then learn the brokers."""
+        if self.policy is not None:
+            self.policy.load()
+            if self._config.policy.watch:
+                task = asyncio.ensure_future(self.policy.watch())
+                self._tasks.add(task)
+        else:
+            log.warning("no policy file configured: the proxy enforces nothing")
         self._servers["bootstrap"] = await self._listen(
             "bootstrap", self._bootstrap_target, self._config.listeners.bootstrap_port
         )
@@ -158,4 +207,10 @@ class ProxyServer:
                         conn.abort()
         for server in self._servers.values():
             await server.wait_closed()
+        for task in self._tasks:
+            task.cancel()
+        await self.cluster_state.close()
+        if self.policy is not None:
+            self.policy.close()
+        self.audit.close()
         log.info("stopped")
