@@ -12,6 +12,7 @@ import structlog
 
 from policy.loader import PolicyError
 from proxy.config import ConfigError, load_config
+from proxy import policy_cli
 from proxy.logs import configure_logging
 from proxy.server import ProxyServer
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", type=Path, help="YAML config file (optional if env sets all)")
     run.set_defaults(func=_run)
+    policy_cli.add_parser(commands)
     return parser
 
 

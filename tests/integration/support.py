@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import yaml
 
@@ -48,7 +49,14 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 class ProxyProcess:
     """The proxy run as users run it: `kafka-policy-proxy run --config FILE`, in a subprocess."""
 
-    def __init__(self, workdir: Path, upstream: str, bootstrap_port: int, port_base: int) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        upstream: str,
+        bootstrap_port: int,
+        port_base: int,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         self.bootstrap_port = bootstrap_port
         self.port_base = port_base
         self.bootstrap = f"127.0.0.1:{bootstrap_port}"
@@ -66,6 +74,7 @@ class ProxyProcess:
                     "upstream": {"bootstrap_servers": upstream.split(",")},
                     "logging": {"format": "json", "level": "info"},
                     "shutdown_timeout_s": 10,
+                    **(extra or {}),
                 }
             )
         )
