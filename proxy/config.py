@@ -53,6 +53,18 @@ def _host_ports(value: Any) -> Any:
 HostPorts = Annotated[list[HostPort], NoDecode, BeforeValidator(_host_ports)]
 
 
+class TlsConfig(_Section):
+    """TLS on the client side of the proxy; a client certificate names the principal."""
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path | None = Field(default=None, description="CAs that sign client certificates")
+    client_auth: Literal["none", "requested", "required"] = "none"
+    principal_mapping_rules: list[str] = Field(
+        default=["DEFAULT"], description="as Kafka's ssl.principal.mapping.rules, one per item"
+    )
+
+
 class ListenersConfig(_Section):
     """Where the proxy listens, and the address it tells clients to use."""
 
@@ -62,6 +74,7 @@ class ListenersConfig(_Section):
     broker_port_base: Port = Field(
         default=9200, description="node id N is served on broker_port_base + N"
     )
+    tls: TlsConfig | None = None
 
 
 class UpstreamConfig(_Section):
