@@ -269,7 +269,7 @@ class CompiledPolicy:
                     violations.append(Violation(rule, f"[{rule}] {message}", mode))
         if self._plugins:
             self._run_plugins(request, cluster, name, internal, violations)
-        allowed = all(v.mode is Mode.AUDIT for v in violations)
+        allowed = not violations or all(v.mode is Mode.AUDIT for v in violations)
         return Decision(name, request.action, allowed, tuple(violations), self._mode)
 
     def _run_plugins(
