@@ -166,6 +166,7 @@ class ClientConnection(asyncio.Protocol):
         self._draining = False
         self._streaming = False  # a response is being passed through to the client
         self.closed = asyncio.get_running_loop().create_future()
+        self._closers: list[Callable[[], object]] = []
         self.log = log
 
     # --- client side -------------------------------------------------------------------------
@@ -447,9 +448,15 @@ class ClientConnection(asyncio.Protocol):
             self._upstream.transport.close()
             self._upstream = None
 
+    def on_closed(self, callback: Callable[[], object]) -> None:
+        """Call this when the connection has closed (interceptors drop per-connection state)."""
+        self._closers.append(callback)
+
     def _finish(self) -> None:
         for task in self._tasks:
             task.cancel()
+        for callback in self._closers:
+            callback()
         if not self.closed.done():
             self.closed.set_result(None)
             self._on_close(self)

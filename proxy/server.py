@@ -12,6 +12,7 @@ from policy.engine import CompiledPolicy
 from proxy.addresses import AddressRewriter
 from proxy.api_versions import ApiVersionsInterceptor
 from proxy.audit import AuditLog
+from proxy.authentication import SaslObserver
 from proxy.cluster_state import ClusterStateReader
 from proxy.config import ProxyConfig
 from proxy.connection import ClientConnection, Interceptor, UpstreamTarget
@@ -59,6 +60,7 @@ class ProxyServer:
         # Later entries win: the auto-creation guard also rewrites Metadata's addresses.
         for interceptor in (
             ApiVersionsInterceptor(),
+            SaslObserver(),
             rewriter,
             AutoCreateGuard(judge, rewriter),
             GuardedApiEnforcer(judge, config.policy.legacy_error_code),
@@ -168,7 +170,7 @@ class ProxyServer:
         timeout = self._config.upstream.connect_timeout_s
         for host, port in self._bootstrap_target():
             try:
-                client = await KafkaClient.connect(host, port, timeout)
+                client = await KafkaClient.connect(host, port, timeout, sasl=self._sasl)
             except (OSError, TimeoutError) as exc:
                 log.warning(
                     "bootstrap server unreachable", broker=f"{host}:{port}", detail=str(exc)
