@@ -37,6 +37,10 @@ class ProxyServer:
         self.policy = PolicySource(config.policy.file) if config.policy.file else None
         state = config.cluster_state
         sasl = state.sasl
+        # The proxy's own credentials, also used to discover the brokers at start.
+        self._sasl = (
+            None if sasl is None else SaslCredentials(sasl.mechanism, sasl.username, sasl.password)
+        )
         self.cluster_state = ClusterStateReader(
             [
                 (s.host, s.port)
@@ -44,9 +48,7 @@ class ProxyServer:
             ],
             ttl_s=state.ttl_s,
             request_timeout_s=state.request_timeout_s,
-            sasl=None
-            if sasl is None
-            else SaslCredentials(sasl.mechanism, sasl.username, sasl.password),
+            sasl=self._sasl,
         )
         self.audit = AuditLog(
             config.audit.file,
