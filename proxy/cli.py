@@ -11,8 +11,8 @@ from pathlib import Path
 import structlog
 
 from policy.loader import PolicyError
-from proxy.config import ConfigError, load_config
 from proxy import policy_cli
+from proxy.config import ConfigError, load_config
 from proxy.logs import configure_logging
 from proxy.server import ProxyServer
 

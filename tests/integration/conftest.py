@@ -14,6 +14,9 @@ from tests.integration.support import REPO, ProxyProcess, load_launcher
 CLUSTER_PORT_BASE = 29092  # brokers 29092-29094, SASL 29192-29194, controller 29292
 PROXY_BOOTSTRAP_PORT = 29400
 PROXY_NODE_PORT_BASE = 29500  # node N is served on 29500 + N
+ENFORCING_BOOTSTRAP_PORT = 29800
+ENFORCING_NODE_PORT_BASE = 29900
+TEST_POLICY = REPO / "tests" / "integration" / "data" / "policy.yaml"
 LOG_KEEP_DIR = REPO / "test-logs"
 
 launcher = load_launcher()
@@ -59,6 +62,34 @@ def proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prox
         if _failed:
             _keep_logs([process.log_path], "proxy")
         assert code == 0, f"proxy exited with {code} on SIGTERM"
+
+
+@pytest.fixture(scope="session")
+def enforcing_proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+    """A second proxy that enforces tests/integration/data/policy.yaml and writes an audit log."""
+    workdir = tmp_path_factory.mktemp("enforcing")
+    policy = workdir / "policy.yaml"
+    shutil.copy(TEST_POLICY, policy)
+    process = ProxyProcess(
+        workdir,
+        kafka.bootstrap_servers,
+        ENFORCING_BOOTSTRAP_PORT,
+        ENFORCING_NODE_PORT_BASE,
+        extra={
+            "policy": {"file": str(policy), "watch": True},
+            "audit": {"file": str(workdir / "audit.jsonl")},
+            "cluster_state": {"ttl_s": 1.0},
+        },
+    )
+    process.policy_path = policy
+    process.audit_path = workdir / "audit.jsonl"
+    try:
+        yield process
+    finally:
+        code = process.stop()
+        if _failed:
+            _keep_logs([process.log_path, process.audit_path], "enforcing")
+        assert code == 0, f"enforcing proxy exited with {code} on SIGTERM"
 
 
 def _keep_logs(files: list[Path], prefix: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -62,6 +63,8 @@ class ProxyProcess:
         self.bootstrap = f"127.0.0.1:{bootstrap_port}"
         self.config_path = workdir / "proxy.yaml"
         self.log_path = workdir / "proxy.log"
+        self.policy_path: Path | None = None
+        self.audit_path: Path | None = None
         self.config_path.write_text(
             yaml.safe_dump(
                 {
@@ -95,6 +98,13 @@ class ProxyProcess:
     def node_port(self, node_id: int) -> int:
         """The proxy listener that serves a broker node."""
         return self.port_base + node_id
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far."""
+        assert self.audit_path is not None
+        if not self.audit_path.exists():
+            return []
+        return [json.loads(line) for line in self.audit_path.read_text().splitlines() if line]
 
     def log_text(self) -> str:
         """Everything the proxy has logged so far."""
