@@ -35,6 +35,7 @@ from policy.builders import (
 )
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
+from policy.model import Action as PolicyAction
 from policy.model import Decision, Fact, Mode, Principal, TopicRequest, Violation
 from proxy.addresses import AddressRewriter
 from proxy.audit import AuditLog
@@ -144,6 +145,18 @@ class Judge:
             if not resolved.name:
                 # An unknown topic id goes to the broker unchanged, so it answers as it would.
                 verdicts.append(Verdict(resolved, None))
+            elif (
+                resolved.current is None
+                and resolved.action is not PolicyAction.CREATE
+                and Fact.TOPIC_STATE in policy.needs(resolved)
+            ):
+                # The rules need the topic's current state and the cluster does not show it
+                # (yet): judging without it could let a change through, so deny.
+                message = (
+                    f"[{CLUSTER_STATE_RULE}] topic {resolved.name!r} is not in the cluster "
+                    "metadata the proxy read; denied because the policy needs its current state"
+                )
+                verdicts.append(_deny_all(resolved, message))
             else:
                 verdicts.append(Verdict(resolved, policy.evaluate(resolved, cluster)))
         return verdicts
