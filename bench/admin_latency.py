@@ -1,0 +1,144 @@
+"""Admin request latency, direct and through the enforcing proxy (examples/policy.yaml), one run.
+
+Usage: python bench/admin_latency.py [--samples N]
+Starts its own cluster (ports 46092+) and proxy (46400+); requests go over one raw connection
+each (tests/wire.py), so client overhead is the same on both paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from codec.registry import request_class
+from tests.integration.support import ProxyProcess, load_launcher
+from tests.messages import build
+from tests.wire import WireClient
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def create_request(names: list[str], validate_only: bool) -> Any:
+    """CreateTopics v7 that the example policy allows for good names (3 partitions, RF 3)."""
+    cls = request_class(19, 7)
+    m = importlib.import_module(cls.__module__)
+    config = build(m.CreatableTopicConfig, name="min.insync.replicas", value="2")
+    topics = tuple(
+        build(
+            m.CreatableTopic,
+            name=n,
+            num_partitions=3,
+            replication_factor=3,
+            assignments=(),
+            configs=(config,),
+        )
+        for n in names
+    )
+    return build(cls, topics=topics, timeout=60_000, validate_only=validate_only)
+
+
+def alter_request(topic: str, retention_ms: int, validate_only: bool) -> Any:
+    """IncrementalAlterConfigs v1: SET retention.ms on one topic."""
+    cls = request_class(44, 1)
+    m = importlib.import_module(cls.__module__)
+    config = build(
+        m.AlterableConfig, name="retention.ms", config_operation=0, value=str(retention_ms)
+    )
+    resource = build(
+        m.AlterConfigsResource, resource_type=2, resource_name=topic, configs=(config,)
+    )
+    return build(cls, resources=(resource,), validate_only=validate_only)
+
+
+def timed(client: WireClient, message: Any) -> tuple[float, Any]:
+    """Milliseconds for one request/response."""
+    start = time.perf_counter()
+    response = client.request(message)
+    return (time.perf_counter() - start) * 1000, response
+
+
+def main() -> None:
+    """Measure each workload on both paths, alternating, and print a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--batches", type=int, default=10)
+    args = parser.parse_args()
+    launcher = load_launcher()
+    work = Path(tempfile.mkdtemp(prefix="kpp-admin-bench-"))
+    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=46092)
+    kafka.up(timeout=180)
+    proxy = ProxyProcess(
+        work,
+        kafka.bootstrap_servers,
+        46400,
+        46500,
+        extra={
+            "policy": {"file": str(REPO / "examples" / "policy.yaml")},
+            "logging": {"level": "warning", "format": "json"},
+        },
+    )
+    host, port = kafka.bootstrap_servers.split(",")[0].split(":")
+    paths = {
+        "direct": WireClient(host, int(port), timeout=120),
+        "proxy": WireClient("127.0.0.1", proxy.bootstrap_port, timeout=120),
+    }
+    topic = "bench.latency"
+    paths["direct"].request(create_request([topic], validate_only=False))
+    time.sleep(2)
+    results: dict[str, dict[str, list[float]]] = {p: {} for p in paths}
+    try:
+        for i in range(args.samples):
+            for name, client in paths.items():
+                for label, message in (
+                    (
+                        "CreateTopics validate_only, 1 topic",
+                        create_request([f"bench.v{i}"], validate_only=True),
+                    ),
+                    (
+                        "IncrementalAlterConfigs validate_only, 1 topic (warm cache)",
+                        alter_request(topic, 3_600_000 * (2 + i % 5), validate_only=True),
+                    ),
+                    (
+                        "IncrementalAlterConfigs, 1 topic (each one changes it)",
+                        alter_request(topic, 3_600_000 * (2 + i % 5), validate_only=False),
+                    ),
+                ):
+                    ms, response = timed(client, message)
+                    results[name].setdefault(label, []).append(ms)
+        for b in range(args.batches):
+            names = [f"bench.b{b}-{n}" if n % 2 else f"Bench_B{b}_{n}" for n in range(1000)]
+            for name, client in paths.items():
+                ms, response = timed(client, create_request(names, validate_only=True))
+                errors = sum(1 for t in response.topics if t.error_code.value == 44)
+                assert errors == (500 if name == "proxy" else 0), errors
+                label = "CreateTopics validate_only, 1,000 topics, half denied by the proxy"
+                results[name].setdefault(label, []).append(ms)
+    finally:
+        for client in paths.values():
+            client.close()
+        proxy.stop()
+        kafka.down()
+    print(
+        "| request | direct p50 ms | proxy p50 ms | added p50 ms | direct p99 ms | proxy p99 ms |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label in results["direct"]:
+        d, p = results["direct"][label], results["proxy"][label]
+        q = [statistics.quantiles(x, n=100) for x in (d, p)] if len(d) >= 100 else None
+        p99 = f"{q[0][98]:.2f} | {q[1][98]:.2f}" if q else "n/a | n/a"
+        print(
+            f"| {label} | {statistics.median(d):.2f} | {statistics.median(p):.2f} | "
+            f"+{statistics.median(p) - statistics.median(d):.2f} | {p99} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
