@@ -7,9 +7,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
+
+from proxy.principal import parse_mapping_rules
 
 ENV_PREFIX = "KPP_"
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -63,6 +72,12 @@ class TlsConfig(_Section):
     principal_mapping_rules: list[str] = Field(
         default=["DEFAULT"], description="as Kafka's ssl.principal.mapping.rules, one per item"
     )
+
+    @field_validator("principal_mapping_rules")
+    @classmethod
+    def _rules_parse(cls, rules: list[str]) -> list[str]:
+        parse_mapping_rules(rules)  # a MappingRuleError names the rule and the reason
+        return rules
 
 
 class ListenersConfig(_Section):
