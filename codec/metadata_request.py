@@ -27,7 +27,9 @@ class MetadataTopics:
 
 def decode_metadata_request(api_version: int, body: bytes) -> Any:
     """Decode a Metadata request body of this version; raises CodecError."""
-    return decode_untrusted(request_class(METADATA, api_version), body)
+    # librdkafka 2.x sends bytes after the last field of a v13 request, which the broker (it
+    # reads fields in order) ignores; so does the proxy, or librdkafka could not connect.
+    return decode_untrusted(request_class(METADATA, api_version), body, trailing_ok=True)
 
 
 def metadata_topics(request: Any) -> MetadataTopics:

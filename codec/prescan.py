@@ -221,21 +221,30 @@ def _compile_entity(cls: type[Any]) -> _Step:
     return step
 
 
-def check_structure(cls: type[Any], data: bytes, offset: int = 0) -> None:
-    """Raise CodecError unless data[offset:] is exactly one structurally valid `cls` message."""
+def check_structure(
+    cls: type[Any], data: bytes, offset: int = 0, *, trailing_ok: bool = False
+) -> int:
+    """Raise CodecError unless data[offset:] is one structurally valid `cls` message; return its end.
+
+    Trailing bytes are an error unless `trailing_ok`.
+    """
     key, version = int(cls.__api_key__), int(cls.__version__)
     try:
         end = _entity_step(cls)(data, offset, len(data))
     except _Malformed as exc:
         raise CodecError(key, version, str(exc)) from None
-    if end != len(data):
+    if end != len(data) and not trailing_ok:
         raise CodecError(key, version, f"{len(data) - end} trailing bytes after the message")
+    return end
 
 
-def decode_untrusted(cls: type[Any], data: bytes, offset: int = 0) -> Any:
+def decode_untrusted(
+    cls: type[Any], data: bytes, offset: int = 0, *, trailing_ok: bool = False
+) -> Any:
     """Decode bytes from a peer: pre-scan, then kio, with every failure as CodecError."""
     data = bytes(data)
-    check_structure(cls, data, offset)
+    end = check_structure(cls, data, offset, trailing_ok=trailing_ok)
+    data = data[:end]
     try:
         return decode_exact(cls, data, offset)
     except CodecError:

@@ -63,3 +63,11 @@ def test_topic_ids_from_v10() -> None:
     topic_id = uuid.uuid4()
     request = _request(12, ["a"], ids=(topic_id,))
     assert metadata_topics(request) == MetadataTopics(("a",), (topic_id,), True)
+
+
+def test_librdkafka_v13_body_with_trailing_bytes_reads_as_the_broker_reads_it() -> None:
+    # Captured from confluent-kafka 2.16.1 list_topics(): three bytes follow the v13 fields.
+    request = decode_metadata_request(13, bytes.fromhex("00000000010000"))
+    assert request.topics is None
+    assert request.allow_auto_topic_creation is False
+    assert request.include_topic_authorized_operations is False
