@@ -224,7 +224,7 @@ def _compile_entity(cls: type[Any]) -> _Step:
 def check_structure(
     cls: type[Any], data: bytes, offset: int = 0, *, trailing_ok: bool = False
 ) -> int:
-    """Raise CodecError unless data[offset:] is one structurally valid `cls` message; return its end.
+    """Raise CodecError unless data[offset:] is one valid `cls` message; return where it ends.
 
     Trailing bytes are an error unless `trailing_ok`.
     """

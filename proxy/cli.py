@@ -60,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
         runner = uvloop.run
     try:
         return runner(_serve(ProxyServer(config)))
-    except PolicyError as exc:
+    except (ConfigError, PolicyError) as exc:
         print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -22,6 +22,7 @@ from codec.header import (
     response_header,
     response_header_size,
 )
+from proxy.tls import CertificatePrincipalError, CertificatePrincipals
 
 log = structlog.get_logger("proxy.connection")
 
@@ -142,7 +143,9 @@ class ClientConnection(asyncio.Protocol):
         interceptors: dict[int, Interceptor],
         max_frame_bytes: int,
         connect_timeout: float,
+        on_open: Callable[[ClientConnection], None],
         on_close: Callable[[ClientConnection], None],
+        certificates: CertificatePrincipals | None = None,
     ) -> None:
         self.id = next(_ids)
         self.listener = listener
@@ -152,7 +155,9 @@ class ClientConnection(asyncio.Protocol):
         self._target = target
         self._interceptors = interceptors
         self._connect_timeout = connect_timeout
+        self._on_open = on_open
         self._on_close = on_close
+        self._certificates = certificates
         self._requests = _FrameSplitter(max_frame_bytes)
         self._client: asyncio.Transport | None = None
         self._upstream: _Upstream | None = None
@@ -172,12 +177,21 @@ class ClientConnection(asyncio.Protocol):
     # --- client side -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # Only now: a connection whose TLS handshake fails is never made, nor ever lost.
+        self._on_open(self)
         # uvloop's transports are not asyncio.Transport subclasses, but have the same API.
         self._client = cast(asyncio.Transport, transport)
         self._client.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.client_address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.log = log.bind(conn=self.id, client=self.client_address, listener=self.listener)
+        if self._certificates is not None:
+            # SASL on the same connection, if any, replaces this principal later.
+            try:
+                self.principal = self._certificates.principal(transport) or self.principal
+            except CertificatePrincipalError as exc:
+                self.fail("client certificate refused", detail=str(exc))
+                return
         self.pause("connecting")
         self._spawn(self._connect_upstream())
 

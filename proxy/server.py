@@ -19,6 +19,7 @@ from proxy.connection import ClientConnection, Interceptor, UpstreamTarget
 from proxy.enforcement import AutoCreateGuard, GuardedApiEnforcer, Judge
 from proxy.kafka_client import KafkaClient, SaslCredentials
 from proxy.policy_source import PolicySource
+from proxy.tls import CertificatePrincipals, server_context
 
 log = structlog.get_logger("proxy.server")
 
@@ -40,6 +41,12 @@ class ProxyServer:
         # The proxy's own credentials, also used to discover the brokers at start.
         self._sasl = (
             None if sasl is None else SaslCredentials(sasl.mechanism, sasl.username, sasl.password)
+        )
+        tls = config.listeners.tls
+        # Built once, here, so that an unusable TLS file stops `run` before anything listens.
+        self._ssl = None if tls is None else server_context(tls)
+        self._certificates = (
+            None if tls is None else CertificatePrincipals(tls.principal_mapping_rules)
         )
         self.cluster_state = ClusterStateReader(
             [
@@ -145,18 +152,20 @@ class ProxyServer:
         limits = self._config.limits
 
         def factory() -> ClientConnection:
-            conn = ClientConnection(
+            return ClientConnection(
                 listener=name,
                 target=target,
                 interceptors=self._interceptors,
                 max_frame_bytes=limits.max_frame_bytes,
                 connect_timeout=self._config.upstream.connect_timeout_s,
+                on_open=self._connections.add,
                 on_close=self._connections.discard,
+                certificates=self._certificates,
             )
-            self._connections.add(conn)
-            return conn
 
-        server = await loop.create_server(factory, self._config.listeners.bind_host, port)
+        server = await loop.create_server(
+            factory, self._config.listeners.bind_host, port, ssl=self._ssl
+        )
         advertised = f"{self._config.listeners.advertised_host}:{port}"
         log.info("listening", listener=name, port=port, advertised=advertised)
         return server

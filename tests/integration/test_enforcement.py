@@ -335,6 +335,21 @@ def test_auto_creation_by_a_producer(enforcing_proxy: ProxyProcess, broker: Brok
     assert events[0]["violations"][0]["rule"] == "naming"
 
 
+def test_librdkafka_clients_work_through_the_enforcing_proxy(
+    enforcing_proxy: ProxyProcess, direct: AdminClient
+) -> None:
+    topic = f"rd.{uid()}"
+    make_topic(direct, topic)
+    closed_before = enforcing_proxy.log_text().count("closing client connection")
+    admin = AdminClient({"bootstrap.servers": enforcing_proxy.bootstrap, "log_level": 3})
+    assert topic in admin.list_topics(timeout=10).topics
+    producer = Producer({"bootstrap.servers": enforcing_proxy.bootstrap, "log_level": 3})
+    for i in range(100):
+        producer.produce(topic, f"{i}".encode())
+    assert producer.flush(30) == 0
+    assert enforcing_proxy.log_text().count("closing client connection") == closed_before
+
+
 def test_audit_mode_rule_lets_the_request_through(
     clients: dict[str, AdminHarness], broker: BrokerView, enforcing_proxy: ProxyProcess
 ) -> None:
