@@ -73,17 +73,23 @@ def main() -> None:
     args = parser.parse_args()
     launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-admin-bench-"))
+    args.work = work
     kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=46092)
     kafka.up(timeout=180)
+    try:
+        run(kafka, args)
+    finally:
+        kafka.down()
+
+
+def run(kafka: Any, args: argparse.Namespace) -> None:
+    """Measure with a proxy in front of the running cluster."""
     proxy = ProxyProcess(
-        work,
+        args.work,
         kafka.bootstrap_servers,
         46400,
         46500,
-        extra={
-            "policy": {"file": str(REPO / "examples" / "policy.yaml")},
-            "logging": {"level": "warning", "format": "json"},
-        },
+        extra={"policy": {"file": str(REPO / "examples" / "policy.yaml")}},
     )
     host, port = kafka.bootstrap_servers.split(",")[0].split(":")
     paths = {
@@ -125,7 +131,6 @@ def main() -> None:
         for client in paths.values():
             client.close()
         proxy.stop()
-        kafka.down()
     print(
         "| request | direct p50 ms | proxy p50 ms | added p50 ms | direct p99 ms | proxy p99 ms |"
     )
