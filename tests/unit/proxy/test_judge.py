@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from policy.builders import create_request, incremental_alter_configs_request
+from policy.builders import incremental_alter_configs_request
 from policy.cluster import InMemoryCluster
 from policy.loader import load_policy
 from policy.model import Fact, Principal, TopicState
