@@ -184,6 +184,8 @@ class Judge:
                     action=request.action.value,
                     reasons=[v.message for v in decision.violations],
                 )
+            if not self._audit.enabled:
+                continue
             self._audit.emit(
                 {
                     "event": "decision",
