@@ -250,17 +250,21 @@ class ClientConnection(asyncio.Protocol):
             return
         try:
             action = interceptor.on_request(self, header, frame)
-        except CodecError as exc:
-            self.fail("cannot decode request", detail=str(exc))
-            return
         except Exception as exc:
-            self.log.exception("request handling failed")
-            self.fail("internal error", detail=f"{type(exc).__name__}: {exc}")
+            self._refuse(exc)
             return
         if isinstance(action, Forward | Reply):
             self._act(header, action)
         else:
             self._hold_until(header, action)
+
+    def _refuse(self, exc: Exception) -> None:
+        # A request the proxy cannot handle never reaches the broker, and never hangs.
+        if isinstance(exc, CodecError):
+            self.fail("cannot decode request", detail=str(exc))
+        else:
+            self.log.exception("request handling failed")
+            self.fail("internal error", detail=f"{type(exc).__name__}: {exc}")
 
     def _acks_zero(self, frame: bytes, header: RequestHeader) -> bool:
         try:
@@ -284,13 +288,8 @@ class ClientConnection(asyncio.Protocol):
         async def run() -> None:
             try:
                 action = await pending
-            except CodecError as exc:
-                self.fail("cannot decode request", detail=str(exc))
-                return
             except Exception as exc:
-                # A bug must not leave the connection waiting forever, nor let the request by.
-                self.log.exception("request handling failed")
-                self.fail("internal error", detail=f"{type(exc).__name__}: {exc}")
+                self._refuse(exc)
                 return
             self._act(header, action)
             self._release("busy")

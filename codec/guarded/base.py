@@ -111,6 +111,7 @@ class GuardedApi(ABC):
 
     api_key: ClassVar[int]
     results_field: ClassVar[str]
+    entries_field: ClassVar[str] = "topics"
     # True where the broker answers every copy of a repeated entry, False where it answers once.
     answers_each_copy: ClassVar[bool]
 
@@ -241,13 +242,17 @@ class GuardedApi(ABC):
 
     # Per-API hooks.
 
-    @abstractmethod
+    def entries_field_of(self, request: Any) -> str:
+        """The name of the request's per-topic (or per-resource) array."""
+        return self.entries_field
+
     def entries(self, request: Any) -> Sequence[Any]:
         """The request's per-topic (or per-resource) array."""
+        return getattr(request, self.entries_field_of(request))  # type: ignore[no-any-return]
 
-    @abstractmethod
     def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
         """The same request with a reduced array; every other field (validate_only...) kept."""
+        return dataclasses.replace(request, **{self.entries_field_of(request): entries})
 
     @abstractmethod
     def item(self, request: Any, index: int, entry: Any) -> AnyTopicItem | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -21,16 +20,9 @@ class _ConfigResources(GuardedApi):
     """Shared shape: an array of (type, name) resources; only topic resources are policed."""
 
     results_field = "responses"
+    entries_field = "resources"
     # ConfigAdminManager.preprocess refuses every copy of a repeated resource, one by one.
     answers_each_copy = True
-
-    def entries(self, request: Any) -> Sequence[Any]:
-        """The `resources` array, topic and non-topic alike."""
-        return request.resources  # type: ignore[no-any-return]
-
-    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
-        """The request with only these resources."""
-        return dataclasses.replace(request, resources=entries)
 
     def is_topic(self, entry: Any) -> bool:
         """Only topic resources are policed; broker, logger and others pass through."""

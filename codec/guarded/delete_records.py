@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 from codec.guarded.base import ErrorChoice, GuardedApi, build, element_class
@@ -19,14 +18,6 @@ class DeleteRecords(GuardedApi):
     results_field = "topics"
     # The broker collapses topic-partitions into a map and answers each topic once.
     answers_each_copy = False
-
-    def entries(self, request: Any) -> Sequence[Any]:
-        """The `topics` array."""
-        return request.topics  # type: ignore[no-any-return]
-
-    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
-        """The request with only these topics."""
-        return dataclasses.replace(request, topics=entries)
 
     def item(self, request: Any, index: int, entry: Any) -> DeleteRecordsItem:
         """The topic's (partition, offset) pairs."""

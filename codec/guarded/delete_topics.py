@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 from codec.guarded.base import ErrorChoice, GuardedApi, build
@@ -19,17 +18,9 @@ class DeleteTopics(GuardedApi):
     results_field = "responses"
     answers_each_copy = False
 
-    def entries(self, request: Any) -> Sequence[Any]:
+    def entries_field_of(self, request: Any) -> str:
         """`topic_names` (v1-5, plain names) or `topics` (v6, name and/or id)."""
-        if request.__version__ >= TOPIC_IDS_VERSION:
-            return request.topics  # type: ignore[no-any-return]
-        return request.topic_names  # type: ignore[no-any-return]
-
-    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
-        """The request with only these topics."""
-        if request.__version__ >= TOPIC_IDS_VERSION:
-            return dataclasses.replace(request, topics=entries)
-        return dataclasses.replace(request, topic_names=entries)
+        return "topics" if request.__version__ >= TOPIC_IDS_VERSION else "topic_names"
 
     def item(self, request: Any, index: int, entry: Any) -> DeleteTopicItem:
         """The topic name, or id, to delete."""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -19,14 +18,6 @@ class AlterPartitionReassignments(GuardedApi):
     results_field = "responses"
     # ReplicationControlManager answers every topic entry in order, copies included.
     answers_each_copy = True
-
-    def entries(self, request: Any) -> Sequence[Any]:
-        """The `topics` array."""
-        return request.topics  # type: ignore[no-any-return]
-
-    def with_entries(self, request: Any, entries: tuple[Any, ...]) -> Any:
-        """The request with only these topics."""
-        return dataclasses.replace(request, topics=entries)
 
     def item(self, request: Any, index: int, entry: Any) -> ReassignmentItem:
         """The topic's target replicas by partition."""
