@@ -1,5 +1,8 @@
 """Produce and consume 1 KiB records direct and through the proxy, alternating, in one run.
 
+Throughput comes from Kafka's own kafka-producer-perf-test and kafka-consumer-perf-test (the
+same jars as the cluster); latency from single librdkafka produce round trips.
+
 Usage: python bench/throughput.py [--records N] [--repeats R] [--latency-samples S]
 Starts its own cluster (scripts/local_kafka.py) and proxy on ports 45092+ and 45400+.
 """
@@ -9,13 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,55 +40,51 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     return name
 
 
-def produce(bootstrap: str, topic: str, records: int) -> float:
-    """Produce records as fast as the client can; return seconds until all are acknowledged."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "acks": "all",
-            "batch.size": 262144,
-            **QUIET,
-        }
+def perf_produce(kafka: Any, bootstrap: str, topic: str, records: int) -> float:
+    """kafka-producer-perf-test: records/s for 1 KiB records as fast as the producer can."""
+    out = _tool(
+        kafka,
+        "kafka-producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        "1024",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={bootstrap}",
+        "acks=all",
+        "linger.ms=5",
+        "batch.size=262144",
     )
-    start = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, RECORD, key=str(i % 64).encode())
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 1000 == 0:
-            producer.poll(0)
-    assert producer.flush(120) == 0
-    return time.perf_counter() - start
+    # "... 300000 records sent, 61312.1 records/sec (59.88 MB/sec), ..."
+    return float(out.strip().splitlines()[-1].split(",")[1].split()[0])
 
 
-def consume(bootstrap: str, topic: str, records: int, partitions: int) -> float:
-    """Fetch every record from offset 0 (assigned, no group); seconds from first to last record."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{topic}",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52428800,
-            **QUIET,
-        }
+def perf_consume(kafka: Any, bootstrap: str, topic: str, records: int) -> float:
+    """kafka-consumer-perf-test: fetch records/s (group join time excluded)."""
+    out = _tool(
+        kafka,
+        "kafka-consumer-perf-test",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--messages",
+        str(records),
+        "--timeout",
+        "120000",
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    got = 0
-    start = None
-    deadline = time.perf_counter() + 300
-    while got < records and time.perf_counter() < deadline:
-        batch = consumer.consume(10000, timeout=1)
-        if batch and start is None:
-            start = time.perf_counter()
-        got += sum(1 for m in batch if m.error() is None)
-    elapsed = time.perf_counter() - (start or 0)
-    consumer.close()
-    assert got == records, f"consumed {got} of {records}"
-    return elapsed
+    return float(out.strip().splitlines()[-1].split(",")[9])
+
+
+def _tool(kafka: Any, name: str, *args: str) -> str:
+    result = subprocess.run(
+        kafka.tool_command(name, *args), capture_output=True, text=True, timeout=600, check=True
+    )
+    return result.stdout
 
 
 def produce_latency(bootstrap: str, topic: str, samples: int) -> list[float]:
@@ -122,43 +123,38 @@ def main() -> None:
     proxy = ProxyProcess(work, kafka.bootstrap_servers, 45400, 45500)
     targets = {"direct": kafka.bootstrap_servers, "proxy": proxy.bootstrap}
     results: dict[str, dict[str, list[float]]] = {
-        t: {"produce_s": [], "consume_s": [], "latency_ms": []} for t in targets
+        t: {"produce_rps": [], "consume_rps": [], "latency_ms": []} for t in targets
     }
     try:
         for bootstrap in targets.values():  # warm-up: JIT, connections, page cache
             topic = create_topic(bootstrap, args.partitions)
-            produce(bootstrap, topic, args.records // 5)
-            consume(bootstrap, topic, args.records // 5, args.partitions)
+            perf_produce(kafka, bootstrap, topic, args.records // 5)
         for repeat in range(args.repeats):
             for target, bootstrap in targets.items():
                 topic = create_topic(bootstrap, args.partitions)
-                results[target]["produce_s"].append(produce(bootstrap, topic, args.records))
-                results[target]["consume_s"].append(
-                    consume(bootstrap, topic, args.records, args.partitions)
-                )
+                r = results[target]
+                r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records))
+                r["consume_rps"].append(perf_consume(kafka, bootstrap, topic, args.records))
                 lat_topic = create_topic(bootstrap, 1)
-                results[target]["latency_ms"] += produce_latency(
-                    bootstrap, lat_topic, args.latency_samples
-                )
+                r["latency_ms"] += produce_latency(bootstrap, lat_topic, args.latency_samples)
                 print(
-                    f"repeat {repeat + 1} {target}: produce {results[target]['produce_s'][-1]:.2f}s"
-                    f" consume {results[target]['consume_s'][-1]:.2f}s",
+                    f"repeat {repeat + 1} {target}: produce {r['produce_rps'][-1]:,.0f}/s "
+                    f"consume {r['consume_rps'][-1]:,.0f}/s",
                     file=sys.stderr,
                 )
     finally:
         proxy.stop()
         kafka.down()
 
-    mb = args.records * len(RECORD) / 1e6
     rows = {}
     for target, r in results.items():
-        produce_s = statistics.median(r["produce_s"])
-        consume_s = statistics.median(r["consume_s"])
+        produce_rps = statistics.median(r["produce_rps"])
+        consume_rps = statistics.median(r["consume_rps"])
         rows[target] = {
-            "produce_rps": args.records / produce_s,
-            "produce_mbs": mb / produce_s,
-            "consume_rps": args.records / consume_s,
-            "consume_mbs": mb / consume_s,
+            "produce_rps": produce_rps,
+            "produce_mbs": produce_rps * len(RECORD) / 1e6,
+            "consume_rps": consume_rps,
+            "consume_mbs": consume_rps * len(RECORD) / 1e6,
             "p50_ms": percentile(r["latency_ms"], 50),
             "p99_ms": percentile(r["latency_ms"], 99),
         }
