@@ -8,7 +8,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Only what the package needs, so edits to tests or scripts do not invalidate this layer.
 WORKDIR /src
-COPY pyproject.toml ./
+COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY codec ./codec
 COPY policy ./policy
@@ -17,6 +17,7 @@ RUN pip install . \
 
 # A minimal config; every value can be overridden with KPP_* variables (KPP_UPSTREAM__...),
 # or the whole file replaced with a bind mount.
+COPY examples/policy.yaml /etc/kafka-policy-proxy/policy.yaml
 RUN mkdir -p /etc/kafka-policy-proxy \
     && printf '%s\n' \
         'listeners:' \
@@ -26,6 +27,8 @@ RUN mkdir -p /etc/kafka-policy-proxy \
         '  broker_port_base: 9200' \
         'upstream:' \
         '  bootstrap_servers: ["kafka-1:9092"]' \
+        'policy:' \
+        '  file: /etc/kafka-policy-proxy/policy.yaml' \
         > /etc/kafka-policy-proxy/proxy.yaml \
     && useradd --system --no-create-home --uid 10001 kpp
 
