@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run the proxy",
         description="Run the proxy. Every config value can also be set from the environment: "
-        "KPP_<SECTION>__<KEY>, e.g. KPP_UPSTREAM__BOOTSTRAP_SERVERS=host1:9092,host2:9092.",
+        "KPP_<SECTION>__<KEY>, e.g. KPP_UPSTREAM__BOOTSTRAP_SERVERS=host1:9092,host2:9092. "
+        "SIGHUP reloads the policy file; SIGTERM or SIGINT stops accepting, lets responses in "
+        "flight finish (shutdown_timeout_s) and exits. Exit code 2: bad config or policy.",
     )
     run.add_argument("--config", type=Path, help="YAML config file (optional if env sets all)")
     run.set_defaults(func=_run)
