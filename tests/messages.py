@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -23,3 +24,22 @@ def build(cls: Any, **values: Any) -> Any:
             value = ErrorCode(value)
         kwargs[field.name] = value
     return cls(**kwargs)
+
+
+def metadata_request(names: tuple[str, ...] | None = None) -> Any:
+    """A Metadata v12 request for these topics (None: all topics), never auto-creating."""
+    from codec.registry import request_class
+
+    cls = request_class(3, 12)
+    module = importlib.import_module(cls.__module__)
+    topics = (
+        None
+        if names is None
+        else tuple(module.MetadataRequestTopic(topic_id=None, name=name) for name in names)
+    )
+    return build(
+        cls,
+        topics=topics,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )

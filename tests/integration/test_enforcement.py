@@ -33,7 +33,7 @@ from tests.integration.admin_clients import (
     close_all,
 )
 from tests.integration.support import ProxyProcess
-from tests.messages import build
+from tests.messages import build, metadata_request
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -84,21 +84,11 @@ def make_topic(direct: AdminClient, name: str, partitions: int = 1, replication:
     """Create a topic on the brokers directly and wait until every broker's metadata has it."""
     for future in direct.create_topics([NewTopic(name, partitions, replication)]).values():
         future.result(30)
-    metadata = build(
-        request_class(3, 12),
-        topics=(_metadata_topic(name),),
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    metadata = metadata_request((name,))
     for host, port in BROKERS.values():
         client = WireClient(host, port)
         assert wait_for(lambda c=client: c.request(metadata).topics[0].error_code.value == 0)
         client.close()
-
-
-def _metadata_topic(name: str) -> Any:
-    module = importlib.import_module(request_class(3, 12).__module__)
-    return module.MetadataRequestTopic(topic_id=None, name=name)
 
 
 def by_topic(outcomes: list[TopicOutcome]) -> dict[str, TopicOutcome]:
@@ -418,12 +408,7 @@ def test_duplicates_in_one_batch(enforcing_proxy: ProxyProcess, broker: BrokerVi
 
 def test_pipelined_mixed_requests_come_back_in_order(enforcing_proxy: ProxyProcess) -> None:
     client = WireClient("127.0.0.1", enforcing_proxy.bootstrap_port)
-    metadata = build(
-        request_class(3, 12),
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    metadata = metadata_request()
     sent = []
     for i in range(12):
         if i % 3 == 0:

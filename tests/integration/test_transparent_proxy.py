@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from codec.registry import request_class
 from tests.integration.support import BrokerConnectionWatcher, ProxyProcess
-from tests.messages import build
+from tests.messages import build, metadata_request
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -248,12 +248,7 @@ def test_responses_carry_only_proxy_addresses(
 
 def test_pipelined_requests_come_back_in_order(proxy: ProxyProcess) -> None:
     client = WireClient("127.0.0.1", proxy.bootstrap_port)
-    metadata = build(
-        request_class(3, 12),
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    metadata = metadata_request()
     cluster = build(
         request_class(60, 1), include_cluster_authorized_operations=False, endpoint_type=1
     )
@@ -426,12 +421,7 @@ def test_new_broker_gets_a_listener_and_losing_it_closes_clients(
 ) -> None:
     node = kafka.add_broker()
     client = WireClient("127.0.0.1", proxy.bootstrap_port)
-    metadata = build(
-        request_class(3, 12),
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    metadata = metadata_request()
     response = client.request(metadata)
     brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
     assert brokers[node] == ("127.0.0.1", proxy.node_port(node))
