@@ -1,7 +1,7 @@
 """Admin request latency, direct and through the enforcing proxy (examples/policy.yaml), one run.
 
 Usage: python bench/admin_latency.py [--samples N]
-Starts its own cluster (ports 46092+) and proxy (46400+); requests go over one raw connection
+Starts its own cluster (ports 24092+) and proxy (24400+); requests go over one raw connection
 each (tests/wire.py), so client overhead is the same on both paths.
 """
 
@@ -74,7 +74,7 @@ def main() -> None:
     launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-admin-bench-"))
     args.work = work
-    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=46092)
+    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=24092)
     kafka.up(timeout=180)
     try:
         run(kafka, args)
@@ -87,8 +87,8 @@ def run(kafka: Any, args: argparse.Namespace) -> None:
     proxy = ProxyProcess(
         args.work,
         kafka.bootstrap_servers,
-        46400,
-        46500,
+        24400,
+        24500,
         extra={"policy": {"file": str(REPO / "examples" / "policy.yaml")}},
     )
     host, port = kafka.bootstrap_servers.split(",")[0].split(":")

@@ -4,7 +4,7 @@ Throughput comes from Kafka's own kafka-producer-perf-test and kafka-consumer-pe
 same jars as the cluster); latency from single librdkafka produce round trips.
 
 Usage: python bench/throughput.py [--records N] [--repeats R] [--latency-samples S]
-Starts its own cluster (scripts/local_kafka.py) and proxy on ports 45092+ and 45400+.
+Starts its own cluster (scripts/local_kafka.py) and proxy on ports 23092+ and 23400+.
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def main() -> None:
 
     launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
-    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=45092)
+    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=23092)
     kafka.up(timeout=180)
-    proxy = ProxyProcess(work, kafka.bootstrap_servers, 45400, 45500)
+    proxy = ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500)
     targets = {"direct": kafka.bootstrap_servers, "proxy": proxy.bootstrap}
     results: dict[str, dict[str, list[float]]] = {
         t: {"produce_rps": [], "consume_rps": [], "latency_ms": []} for t in targets

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python tests/data/capture_golden.py
 
-Starts a one-broker Kafka with scripts/local_kafka.py (port base 49092, a temp directory), puts
+Starts a one-broker Kafka with scripts/local_kafka.py (port base 25092, a temp directory), puts
 a recording TCP relay in front of it (the broker advertises the relay's port, so every
 connection goes through it), drives confluent-kafka, kafka-python and the Java AdminClient
 through every guarded API, then sends duplicate-topic batches with the raw wire client to
@@ -42,8 +42,8 @@ from tests.wire import WireClient  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "golden"
-PORT_BASE = 49092
-RELAY_PORT = 49390
+PORT_BASE = 25092
+RELAY_PORT = 25390
 METADATA = 3
 METADATA_PER_CLIENT_VERSION = 2
 DUPLICATE_WAIT = 20.0

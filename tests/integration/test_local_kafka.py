@@ -1,7 +1,8 @@
 """The real-Kafka launcher (scripts/local_kafka.py) against the clusters it starts.
 
-One 3-node cluster on port base 39092 serves the whole module; a 1-node cluster on 39592
-checks the advertised-port override. Both are stopped however the tests end.
+One 3-node cluster on port base 27092 serves the whole module; a 1-node cluster on 27592
+checks the advertised-port override. Both are stopped however the tests end. Fixed ports stay
+below Linux's ephemeral range (32768-60999), where any outgoing connection could take them.
 """
 
 import importlib.util
@@ -19,8 +20,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-PORT_BASE = 39092
-SINGLE_PORT_BASE = 39592
+PORT_BASE = 27092
+SINGLE_PORT_BASE = 27592
 HOST = "127.0.0.1"
 
 
@@ -76,11 +77,11 @@ def _sasl_config(tmp_path: Path, mechanism: str, user: str, password: str) -> Pa
 
 
 def test_every_node_reports_all_three_brokers(cluster: "lk.LocalKafka") -> None:
-    expected = {1: (HOST, 39092), 2: (HOST, 39093), 3: (HOST, 39094)}
-    assert cluster.bootstrap_servers == "127.0.0.1:39092,127.0.0.1:39093,127.0.0.1:39094"
-    assert cluster.sasl_bootstrap_servers == "127.0.0.1:39192,127.0.0.1:39193,127.0.0.1:39194"
+    expected = {1: (HOST, 27092), 2: (HOST, 27093), 3: (HOST, 27094)}
+    assert cluster.bootstrap_servers == "127.0.0.1:27092,127.0.0.1:27093,127.0.0.1:27094"
+    assert cluster.sasl_bootstrap_servers == "127.0.0.1:27192,127.0.0.1:27193,127.0.0.1:27194"
     assert cluster.broker_addresses == expected
-    assert cluster.all_broker_ports == {39092, 39093, 39094, 39192, 39193, 39194, 39292}
+    assert cluster.all_broker_ports == {27092, 27093, 27094, 27192, 27193, 27194, 27292}
     for host, port in expected.values():
         assert lk.fetch_broker_ids(host, port) == expected
 
@@ -90,7 +91,7 @@ def test_state_file_lets_a_second_instance_attach(cluster: "lk.LocalKafka") -> N
     assert state["kafka_version"] == cluster.kafka_version
     assert [n["roles"] for n in state["nodes"]] == ["broker,controller", "broker", "broker"]
     # Constructor arguments that disagree with the running cluster are overridden by its state.
-    attached = lk.LocalKafka(cluster.directory, brokers=1, port_base=49092)
+    attached = lk.LocalKafka(cluster.directory, brokers=1, port_base=26092)
     assert attached.is_running()
     assert attached.bootstrap_servers == cluster.bootstrap_servers
     assert attached.cluster_id == state["cluster_id"]
@@ -146,7 +147,7 @@ def test_sasl_listener_accepts_scram_and_plain_users(
 
 def test_taken_port_fails_fast_with_a_clear_error(cluster: "lk.LocalKafka", tmp_path: Path) -> None:
     clash = lk.LocalKafka(tmp_path / "clash", port_base=PORT_BASE)
-    with pytest.raises(lk.LocalKafkaError, match=r"port\(s\) already in use: 127\.0\.0\.1:39092"):
+    with pytest.raises(lk.LocalKafkaError, match=r"port\(s\) already in use: 127\.0\.0\.1:27092"):
         clash.up(timeout=10)
     assert clash.state_file.exists() is False
     launcher = str(REPO / "scripts" / "local_kafka.py")
@@ -161,15 +162,15 @@ def test_taken_port_fails_fast_with_a_clear_error(cluster: "lk.LocalKafka", tmp_
 def test_add_broker_joins_metadata_and_stop_broker_leaves_it(cluster: "lk.LocalKafka") -> None:
     node_id = cluster.add_broker()
     assert node_id == 4
-    assert cluster.broker_addresses[4] == (HOST, 39095)
-    assert set(lk.fetch_broker_ids(HOST, 39092)) == {1, 2, 3, 4}
-    assert set(lk.fetch_broker_ids(HOST, 39095)) == {1, 2, 3, 4}
-    assert {39095, 39195} <= cluster.all_broker_ports
+    assert cluster.broker_addresses[4] == (HOST, 27095)
+    assert set(lk.fetch_broker_ids(HOST, 27092)) == {1, 2, 3, 4}
+    assert set(lk.fetch_broker_ids(HOST, 27095)) == {1, 2, 3, 4}
+    assert {27095, 27195} <= cluster.all_broker_ports
     cluster.stop_broker(4)
     assert 4 not in cluster.broker_addresses
-    assert lk.port_is_free(39095)
+    assert lk.port_is_free(27095)
     # Controlled shutdown fences the broker, so every node's Metadata drops it promptly.
-    assert _eventually(lambda: set(lk.fetch_broker_ids(HOST, 39092)) == {1, 2, 3}, 5.0)
+    assert _eventually(lambda: set(lk.fetch_broker_ids(HOST, 27092)) == {1, 2, 3}, 5.0)
 
 
 def test_down_stops_every_jvm_and_frees_the_ports(cluster: "lk.LocalKafka") -> None:
@@ -183,12 +184,12 @@ def test_down_stops_every_jvm_and_frees_the_ports(cluster: "lk.LocalKafka") -> N
 
 def test_advertised_port_override(tmp_path: Path) -> None:
     kafka = lk.LocalKafka(
-        tmp_path / "single", brokers=1, port_base=SINGLE_PORT_BASE, advertise_ports={1: 39599}
+        tmp_path / "single", brokers=1, port_base=SINGLE_PORT_BASE, advertise_ports={1: 27599}
     )
     try:
         assert kafka.up(timeout=120) == f"{HOST}:{SINGLE_PORT_BASE}"
         assert kafka.broker_addresses == {1: (HOST, SINGLE_PORT_BASE)}
-        assert lk.fetch_broker_ids(HOST, SINGLE_PORT_BASE) == {1: (HOST, 39599)}
+        assert lk.fetch_broker_ids(HOST, SINGLE_PORT_BASE) == {1: (HOST, 27599)}
     finally:
         kafka.down()
 
