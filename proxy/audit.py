@@ -11,7 +11,46 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from policy.model import Decision, TopicRequest
+
 SCHEMA_VERSION = 1
+
+
+def outcome(decision: Decision) -> str:
+    """The event's `decision` field: allowed, denied or audit-would-deny."""
+    if not decision.allowed:
+        return "denied"
+    return "audit-would-deny" if decision.violations else "allowed"
+
+
+def decision_event(
+    request: TopicRequest,
+    decision: Decision,
+    *,
+    conn: int,
+    client: str,
+    api: str,
+    api_key: int,
+    api_version: int,
+) -> dict[str, Any]:
+    """One decision as an audit event, without the time and schema stamps `emit` adds."""
+    return {
+        "event": "decision",
+        "conn": conn,
+        "client": client,
+        "principal": request.principal.name,
+        "client_id": request.principal.client_id,
+        "api": api,
+        "api_key": api_key,
+        "api_version": api_version,
+        "action": request.action.value,
+        "topic": decision.topic,
+        "validate_only": request.validate_only,
+        "decision": outcome(decision),
+        "mode": decision.mode.value,
+        "violations": [v.to_dict() for v in decision.violations],
+        "request": request.to_dict(),
+    }
 
 
 class AuditLog:

@@ -38,7 +38,7 @@ from policy.engine import CompiledPolicy
 from policy.model import Action as PolicyAction
 from policy.model import Decision, Fact, Mode, Principal, TopicRequest, Violation
 from proxy.addresses import AddressRewriter
-from proxy.audit import AuditLog
+from proxy.audit import AuditLog, decision_event, outcome
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.connection import Action, ClientConnection, Forward, Reply, framed
 
@@ -169,42 +169,28 @@ class Judge:
             decision, request = verdict.decision, verdict.request
             if decision is None:
                 continue
-            if not decision.allowed:
-                outcome = "denied"
-            elif decision.violations:
-                outcome = "audit-would-deny"
-            else:
-                outcome = "allowed"
-            if outcome != "allowed":
+            result = outcome(decision)
+            if result != "allowed":
                 log.info(
-                    f"policy {outcome}",
+                    f"policy {result}",
                     conn=conn.id,
                     principal=request.principal.name,
                     topic=decision.topic,
                     action=request.action.value,
                     reasons=[v.message for v in decision.violations],
                 )
-            if not self._audit.enabled:
-                continue
-            self._audit.emit(
-                {
-                    "event": "decision",
-                    "conn": conn.id,
-                    "client": conn.client_address,
-                    "principal": request.principal.name,
-                    "client_id": request.principal.client_id,
-                    "api": api_name(header.api_key),
-                    "api_key": header.api_key,
-                    "api_version": header.api_version,
-                    "action": request.action.value,
-                    "topic": decision.topic,
-                    "validate_only": request.validate_only,
-                    "decision": outcome,
-                    "mode": decision.mode.value,
-                    "violations": [v.to_dict() for v in decision.violations],
-                    "request": request.to_dict(),
-                }
-            )
+            if self._audit.enabled:
+                self._audit.emit(
+                    decision_event(
+                        request,
+                        decision,
+                        conn=conn.id,
+                        client=conn.client_address,
+                        api=api_name(header.api_key),
+                        api_key=header.api_key,
+                        api_version=header.api_version,
+                    )
+                )
 
 
 def _deny_all(request: TopicRequest, message: str) -> Verdict:

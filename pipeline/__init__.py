@@ -1,0 +1,1 @@
+"""Spark jobs over the proxy's audit log and cluster snapshots: report, replay, scan."""

@@ -1,0 +1,142 @@
+"""`kafka-policy-proxy pipeline report|replay|scan`: the Spark jobs from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def add_parser(commands: Any) -> None:
+    """Add the `pipeline` command and its jobs to the top-level subparsers."""
+    pipeline = commands.add_parser(
+        "pipeline",
+        help="Spark jobs over audit logs and cluster snapshots",
+        description="Spark jobs over the proxy's audit logs and cluster snapshots. Inputs are "
+        "files, directories, globs or any Hadoop URI; outputs are Parquet tables, an HTML "
+        "report and summary.json under --out. Run them on a cluster with spark-submit "
+        "(docs/pipeline.md). Needs the 'pipeline' extra: "
+        "pip install 'kafka-policy-proxy[pipeline]'.",
+    )
+    jobs = pipeline.add_subparsers(dest="job", required=True, metavar="JOB")
+    report = jobs.add_parser(
+        "report",
+        help="who was denied what, over time",
+        description="Decisions by principal, rule, topic and hour; top denied principals and "
+        "rules; audit-mode would-deny counts; malformed lines counted by reason.",
+    )
+    report.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
+    _common(report)
+    report.set_defaults(func=_report)
+    replay = jobs.add_parser(
+        "replay",
+        help="what a candidate policy would have decided on past requests",
+        description="Re-evaluates every recorded per-topic request with the candidate policy "
+        "and compares the new decision with the recorded one.",
+    )
+    replay.add_argument("--policy", required=True, metavar="FILE", help="candidate policy YAML")
+    replay.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
+    replay.add_argument(
+        "--snapshot",
+        nargs="*",
+        default=[],
+        metavar="PATH",
+        help="cluster snapshots giving the cluster-wide facts the recorded events do not carry",
+    )
+    _common(replay)
+    replay.set_defaults(func=_replay)
+    scan = jobs.add_parser(
+        "scan",
+        help="which existing topics break a policy",
+        description="Evaluates every topic of the snapshots as if it were created now with its "
+        "current state, in the cluster made of the other topics.",
+    )
+    scan.add_argument("--policy", required=True, metavar="FILE", help="policy YAML")
+    scan.add_argument(
+        "--snapshot", nargs="+", required=True, metavar="PATH", help="snapshot JSON Lines files"
+    )
+    _common(scan)
+    scan.set_defaults(func=_scan)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory or URI")
+    parser.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master (default: local[*]); 'none' leaves it to spark-submit",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting, repeatable",
+    )
+
+
+def _report(args: argparse.Namespace) -> int:
+    return _job(args, lambda spark: _jobs().report.run_report(spark, args.audit, args.out))
+
+
+def _replay(args: argparse.Namespace) -> int:
+    return _job(
+        args,
+        lambda spark: _jobs().replay.run_replay(
+            spark, args.policy, args.audit, args.out, snapshots=args.snapshot
+        ),
+    )
+
+
+def _scan(args: argparse.Namespace) -> int:
+    return _job(
+        args, lambda spark: _jobs().scan.run_scan(spark, args.policy, args.snapshot, args.out)
+    )
+
+
+def _jobs() -> Any:
+    import pipeline.replay
+    import pipeline.report
+    import pipeline.scan
+
+    return pipeline
+
+
+def _job(args: argparse.Namespace, run: Any) -> int:
+    settings: dict[str, str] = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"kafka-policy-proxy: --conf {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_USAGE
+        settings[key] = value
+    try:
+        from pyspark.errors import PySparkException
+
+        from pipeline.session import spark_session
+        from policy.loader import PolicyError
+    except ImportError as exc:
+        print(
+            f"kafka-policy-proxy: the pipeline needs the 'pipeline' extra ({exc.name} is missing):"
+            " pip install 'kafka-policy-proxy[pipeline]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    master = None if args.master == "none" else args.master
+    spark = spark_session(master, app_name=f"kafka-policy-proxy {args.job}", config=settings)
+    try:
+        summary = run(spark)
+    except (PolicyError, OSError) as exc:
+        print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PySparkException as exc:
+        print(f"kafka-policy-proxy: {args.job} failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        spark.stop()
+    print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    return 0

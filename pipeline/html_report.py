@@ -1,0 +1,138 @@
+"""Self-contained HTML reports: tables and matplotlib charts, the PNGs inlined as data URIs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on servers and executors
+
+import matplotlib.pyplot as plt
+
+Cell = str | int | float | None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table; `rows` are already in display order."""
+
+    title: str
+    columns: Sequence[str]
+    rows: Sequence[Sequence[Cell]]
+    empty: str = "nothing to show"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A titled PNG chart."""
+
+    title: str
+    png: bytes
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report: key figures first, then charts and tables in order."""
+
+    title: str
+    figures: Sequence[tuple[str, Cell]] = ()
+    notes: Sequence[str] = ()
+    parts: Sequence[Table | Chart] = field(default_factory=list)
+
+
+def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], xlabel: str) -> Chart:
+    """A horizontal bar chart, largest value on top."""
+    height = max(2.0, 0.35 * len(labels) + 1.0)
+    fig, ax = plt.subplots(figsize=(8, height))
+    ax.barh(list(reversed(labels)), list(reversed(values)), color="#c0392b")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    return Chart(title, _png(fig))
+
+
+def time_chart(
+    title: str, times: Sequence[datetime], series: dict[str, Sequence[float]], ylabel: str
+) -> Chart:
+    """One line per series over time."""
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    x: list[Any] = list(times)  # matplotlib plots datetimes; its stubs want numbers
+    for name, values in series.items():
+        ax.plot(x, values, label=name, marker="." if len(times) < 50 else None)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if len(series) > 1:
+        ax.legend()
+    fig.autofmt_xdate()
+    return Chart(title, _png(fig))
+
+
+def render(report: Report) -> str:
+    """The report as one HTML document with no external references."""
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(report.title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{_e(report.title)}</h1>",
+    ]
+    if report.figures:
+        out.append('<dl class="figures">')
+        out.extend(f"<div><dt>{_e(k)}</dt><dd>{_cell(v)}</dd></div>" for k, v in report.figures)
+        out.append("</dl>")
+    out.extend(f"<p>{_e(note)}</p>" for note in report.notes)
+    for part in report.parts:
+        out.append(f"<h2>{_e(part.title)}</h2>")
+        if isinstance(part, Chart):
+            data = base64.b64encode(part.png).decode("ascii")
+            out.append(f'<img alt="{_e(part.title)}" src="data:image/png;base64,{data}">')
+        elif not part.rows:
+            out.append(f'<p class="empty">{_e(part.empty)}</p>')
+        else:
+            out.append("<table><thead><tr>")
+            out.extend(f"<th>{_e(c)}</th>" for c in part.columns)
+            out.append("</tr></thead><tbody>")
+            for row in part.rows:
+                out.append("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>")
+            out.append("</tbody></table>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _cell(value: Cell) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return _e(value)
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+_CSS = (
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}"
+    "table{border-collapse:collapse;margin:1em 0}"
+    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}td{font-variant-numeric:tabular-nums}"
+    ".figures{display:flex;flex-wrap:wrap;gap:1.5em}.figures dt{color:#666;font-size:.85em}"
+    ".figures dd{margin:0;font-size:1.4em;font-weight:600}.empty{color:#666;font-style:italic}"
+    "img{max-width:100%}"
+)

@@ -1,0 +1,43 @@
+"""The SparkSession the jobs run in, set up the same way for the CLI and the tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+# Small jobs on a laptop: 200 shuffle partitions would cost more than the work itself.
+_LOCAL_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.ui.enabled": "false",
+}
+_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def spark_session(
+    master: str | None = DEFAULT_MASTER,
+    app_name: str = "kafka-policy-proxy",
+    config: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession on `master` (None: whatever spark-submit chose), with the jobs' defaults."""
+    builder = SparkSession.builder.appName(app_name)
+    settings = dict(_DEFAULTS)
+    if master is not None:
+        builder = builder.master(master)
+        if master.startswith("local"):
+            settings.update(_LOCAL_DEFAULTS)
+            # Python workers must import the same packages as the driver: use its interpreter.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings.update(config or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,162 @@
+"""Audit events made the way the proxy makes them: real requests, the real engine, real events.
+
+Shared by the pipeline tests and bench/pipeline_bench.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from policy.builders import (
+    create_partitions_request,
+    create_request,
+    delete_records_request,
+    delete_topic_request,
+    incremental_alter_configs_request,
+    reassignment_request,
+    resolve,
+)
+from policy.cluster import InMemoryCluster
+from policy.engine import CompiledPolicy
+from policy.model import Principal, TopicRequest, TopicState
+from proxy.audit import SCHEMA_VERSION, decision_event
+
+START = datetime(2026, 10, 1, tzinfo=UTC)
+PRINCIPALS = (
+    "User:alice",
+    "User:bob",
+    "User:carol",
+    "User:platform-admin",
+    "User:streams-payments",
+    "User:ANONYMOUS",
+)
+DEFAULTS = {
+    "cleanup.policy": "delete",
+    "retention.ms": "604800000",
+    "min.insync.replicas": "2",
+    "max.message.bytes": "1048588",
+    "segment.bytes": "1073741824",
+    "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+    "compression.type": "producer",
+}
+API = {  # action / alter kind -> (api name, api key, api version)
+    "create": ("CreateTopics", 19, 7),
+    "configs": ("IncrementalAlterConfigs", 44, 1),
+    "partitions": ("CreatePartitions", 37, 3),
+    "reassignment": ("AlterPartitionReassignments", 45, 0),
+    "delete": ("DeleteTopics", 20, 6),
+    "delete_records": ("DeleteRecords", 21, 2),
+}
+
+
+def example_cluster(topics: int = 40) -> InMemoryCluster:
+    """Three brokers, the defaults above, and `topics` existing topics (some breaking rules)."""
+    states = []
+    for i in range(topics):
+        name = ("orders.v1", "payments.ledger", "sandbox.tmp", "Legacy_Topic", "clicks.raw")[i % 5]
+        partitions = (6, 12, 3, 1, 64)[i % 5]
+        rf = 1 if i % 7 == 0 else 3
+        states.append(
+            TopicState(
+                name=f"{name}.{i}" if i >= 5 else name,
+                topic_id=f"{i:08x}-0000-4000-8000-{i:012x}",
+                partitions=partitions,
+                replication_factor=rf,
+                assignment=tuple((p, tuple(range(1, rf + 1))) for p in range(partitions)),
+                configs=InMemoryCluster.of(defaults=DEFAULTS).defaults.merged(
+                    {"retention.ms": str(3_600_000 * (1 + i % 1000))}
+                ),
+            )
+        )
+    return InMemoryCluster.of(states, brokers=3, defaults=DEFAULTS)
+
+
+def random_request(rng: random.Random, cluster: InMemoryCluster) -> tuple[TopicRequest, str]:
+    """One per-topic request as a client would send it, with its API kind."""
+    principal = Principal(rng.choice(PRINCIPALS), f"client-{rng.randrange(20)}", "10.0.0.7:5000")
+    existing = rng.choice(cluster.topics) if cluster.topics else None
+    kind = rng.choices(
+        ["create", "configs", "partitions", "reassignment", "delete", "delete_records"],
+        weights=[40, 25, 10, 5, 12, 8],
+    )[0]
+    if kind == "create" or existing is None:
+        name = rng.choice(["orders", "payments", "sandbox", "clicks", "Bad_Name", "tmp"])
+        name += rng.choice([".v1", ".raw", ".events", "", "_x"]) + f".{rng.randrange(500)}"
+        configs = []
+        if rng.random() < 0.5:
+            configs.append(("retention.ms", str(rng.choice([60_000, 3_600_000, 86_400_000]))))
+        if rng.random() < 0.2:
+            configs.append(("segment.bytes", str(rng.choice([1 << 20, 1 << 30]))))
+        request = create_request(
+            name,
+            rng.choice([-1, 1, 3, 6, 12, 64]),
+            rng.choice([-1, 1, 2, 3]),
+            configs=configs,
+            principal=principal,
+            validate_only=rng.random() < 0.1,
+        )
+        return request, "create"
+    if kind == "configs":
+        ops = [("retention.ms", "SET", str(rng.choice([60_000, 3_600_000, 3_000_000_000])))]
+        if rng.random() < 0.3:
+            ops.append(("cleanup.policy", "SET", rng.choice(["delete", "compact"])))
+        request = incremental_alter_configs_request(existing.name, ops, principal=principal)
+        return request, kind
+    if kind == "partitions":
+        count = existing.partitions + rng.choice([1, 6, 30])
+        return create_partitions_request(existing.name, count, principal=principal), kind
+    if kind == "reassignment":
+        moves = [(0, [1, 2, 3])]
+        return reassignment_request(existing.name, moves, principal=principal), kind
+    if kind == "delete":
+        return delete_topic_request(existing.name, principal=principal), kind
+    offsets = [(0, rng.choice([-1, 100]))]
+    return delete_records_request(existing.name, offsets, principal=principal), kind
+
+
+def generate_events(
+    policy: CompiledPolicy,
+    cluster: InMemoryCluster,
+    count: int,
+    *,
+    seed: int = 1,
+    start: datetime = START,
+    spacing: timedelta = timedelta(seconds=7),
+) -> Iterator[dict[str, Any]]:
+    """`count` events as the proxy would log them: facts fetched as the policy asks, then judged."""
+    rng = random.Random(seed)
+    for i in range(count):
+        request, kind = random_request(rng, cluster)
+        resolved = resolve(request, cluster, policy.needs(request))
+        decision = policy.evaluate(resolved, cluster)
+        api, api_key, api_version = API[kind]
+        event = decision_event(
+            resolved,
+            decision,
+            conn=rng.randrange(1, 200),
+            client=resolved.principal.address,
+            api=api,
+            api_key=api_key,
+            api_version=api_version,
+        )
+        yield {"time": _stamp(start + spacing * i), "schema": SCHEMA_VERSION, **event}
+
+
+def write_events(path: Path, events: Iterable[dict[str, Any]]) -> int:
+    """Write events as JSON lines, as AuditLog does; returns how many."""
+    written = 0
+    with path.open("w", encoding="utf-8") as out:
+        for event in events:
+            out.write(json.dumps(event, separators=(",", ":")) + "\n")
+            written += 1
+    return written
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,60 @@
+"""Reading audit logs: the explicit schema, and every bad line counted with its reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pipeline.audit_events import read_audit
+from policy.loader import load_policy
+from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_good_events_are_read_with_every_field(spark: SparkSession, tmp_path: Path) -> None:
+    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    events = list(generate_events(policy, example_cluster(), 200))
+    write_events(tmp_path / "audit.jsonl", events)
+    audit = read_audit(spark, [str(tmp_path)])
+    rows = sorted(audit.events.collect(), key=lambda r: r["time"])
+    assert audit.malformed.count() == 0
+    assert len(rows) == 200
+    for row, event in zip(rows, events, strict=True):
+        assert row["principal"] == event["principal"]
+        assert row["decision"] == event["decision"]
+        assert row["time"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") == event["time"]
+        assert [v["rule"] for v in row["violations"]] == [v["rule"] for v in event["violations"]]
+        assert json.loads(row["request"]) == event["request"]
+
+
+def test_malformed_lines_are_counted_with_a_reason(spark: SparkSession, tmp_path: Path) -> None:
+    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    good = [json.dumps(e) for e in generate_events(policy, example_cluster(), 5)]
+    wrong_schema = json.loads(good[0]) | {"schema": 2}
+    missing = {k: v for k, v in json.loads(good[1]).items() if k != "principal"}
+    lines = [
+        *good,
+        "not json",
+        good[2][:-5],
+        json.dumps(wrong_schema),
+        json.dumps(missing),
+        json.dumps(json.loads(good[3]) | {"time": "yesterday"}),
+        json.dumps(json.loads(good[4]) | {"decision": "maybe"}),
+    ]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    audit = read_audit(spark, [str(tmp_path / "*.jsonl")])
+    problems = sorted(r["problem"] for r in audit.malformed.collect())
+    assert audit.events.count() == 5
+    assert problems == sorted(
+        [
+            "not a JSON object of the audit schema",
+            "not a JSON object of the audit schema",
+            "schema version 2",
+            "missing field principal",
+            "not a JSON object of the audit schema",
+            "unknown decision maybe",
+        ]
+    )
