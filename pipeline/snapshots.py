@@ -1,0 +1,104 @@
+"""Reading cluster snapshots (docs/snapshot.md): one cluster line, topic lines, an end line."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+from policy.cluster import InMemoryCluster
+from policy.model import TopicState
+
+KINDS = ("cluster", "topic", "end")
+
+# Only what routing and checks need; the full line goes to Python as text.
+_HEAD = StructType(
+    [
+        StructField("kind", StringType()),
+        StructField("cluster_id", StringType()),
+        StructField("name", StringType()),
+        StructField("partitions", LongType()),
+        StructField("internal", BooleanType()),
+        StructField("topics", LongType()),
+    ]
+)
+
+
+class SnapshotError(ValueError):
+    """A snapshot that is incomplete or does not follow the format."""
+
+
+def read_snapshot_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Every snapshot line: source, line, kind, cluster_id, name, partitions, internal, problem."""
+    lines = spark.read.text(list(paths)).select(
+        F.input_file_name().alias("source"), F.col("value").alias("line")
+    )
+    head = F.from_json("line", _HEAD)
+    parsed = (
+        lines.where(F.trim("line") != "")
+        .withColumn("head", head)
+        .select("source", "line", "head.*")
+    )
+    problem = (
+        F.when(F.col("kind").isNull(), F.lit("not a snapshot line"))
+        .when(~F.col("kind").isin(*KINDS), F.format_string("unknown line kind %s", "kind"))
+        .when(F.col("cluster_id").isNull(), F.lit("missing field cluster_id"))
+        .when((F.col("kind") == "topic") & F.col("name").isNull(), F.lit("missing field name"))
+    )
+    return parsed.withColumn("problem", problem)
+
+
+def check_complete(lines: DataFrame) -> list[str]:
+    """Why the snapshots are not usable (bad lines, no cluster or end line, wrong count), if so."""
+    problems = [
+        f"{r['source']}: {r['count']} line(s): {r['problem']}"
+        for r in lines.where(F.col("problem").isNotNull())
+        .groupBy("source", "problem")
+        .count()
+        .collect()
+    ]
+    files = lines.groupBy("source").agg(
+        F.sum(F.when(F.col("kind") == "cluster", 1).otherwise(0)).alias("clusters"),
+        F.sum(F.when(F.col("kind") == "topic", 1).otherwise(0)).alias("topic_lines"),
+        F.max(F.when(F.col("kind") == "end", F.col("topics"))).alias("declared"),
+    )
+    for row in files.collect():
+        if row["clusters"] != 1:
+            problems.append(f"{row['source']}: {row['clusters']} cluster lines, expected 1")
+        if row["declared"] is None:
+            problems.append(f"{row['source']}: no end line: the snapshot is incomplete")
+        elif row["declared"] != row["topic_lines"]:
+            problems.append(
+                f"{row['source']}: {row['topic_lines']} topic lines, the end line says "
+                f"{row['declared']}: the snapshot is incomplete"
+            )
+    return sorted(problems)
+
+
+def read_clusters(spark: SparkSession, paths: Sequence[str]) -> dict[str, InMemoryCluster]:
+    """The snapshots as in-memory clusters by cluster id, on the driver; refuses bad input."""
+    lines = read_snapshot_lines(spark, paths).cache()
+    try:
+        problems = check_complete(lines)
+        if problems:
+            raise SnapshotError("; ".join(problems))
+        parts: dict[str, dict[str, Any]] = defaultdict(lambda: {"topics": []})
+        for row in lines.where(F.col("kind") != "end").select("kind", "line").toLocalIterator():
+            data = json.loads(row["line"])
+            part = parts[data["cluster_id"]]
+            if row["kind"] == "cluster":
+                part["brokers"] = len(data.get("brokers") or ()) or 1
+                part["defaults"] = data.get("defaults") or {}
+            else:
+                part["topics"].append(TopicState.from_dict(data))
+    finally:
+        lines.unpersist()
+    return {
+        cluster_id: InMemoryCluster.of(p["topics"], p.get("brokers", 1), p.get("defaults"))
+        for cluster_id, p in parts.items()
+    }
