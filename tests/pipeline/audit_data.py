@@ -160,3 +160,40 @@ def write_events(path: Path, events: Iterable[dict[str, Any]]) -> int:
 
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def write_bulk(
+    directory: Path,
+    policy: CompiledPolicy,
+    count: int,
+    *,
+    files: int = 10,
+    distinct: int = 100_000,
+    seed: int = 1,
+) -> int:
+    """`count` events in `files` files, like rotated logs: `distinct` real events, re-stamped.
+
+    Judging every event would take minutes for millions; re-stamping a pool keeps the mix of
+    requests and decisions real while the times (one event a second) advance.
+    """
+    cluster = example_cluster()
+    pool = [
+        json.dumps(event, separators=(",", ":"))
+        for event in generate_events(policy, cluster, min(count, distinct), seed=seed)
+    ]
+    prefix = len('{"time":"2026-10-01T00:00:00.000000Z"')
+    directory.mkdir(parents=True, exist_ok=True)
+    per_file = -(-count // files)
+    written = 0
+    for f in range(files):
+        with (directory / f"audit-{f:04d}.jsonl").open("w", encoding="utf-8") as out:
+            batch = []
+            for i in range(written, min(count, written + per_file)):
+                stamp = _stamp(START + timedelta(seconds=i))
+                batch.append(f'{{"time":"{stamp}"{pool[i % len(pool)][prefix:]}\n')
+                if len(batch) == 10_000:
+                    out.write("".join(batch))
+                    batch.clear()
+            out.write("".join(batch))
+        written = min(count, written + per_file)
+    return written
