@@ -237,6 +237,18 @@ class ClusterStateReader:
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._disconnect()
 
+    # -- uncached reads, for callers that page through the cluster themselves (snapshot)
+
+    async def request(self, message: Any, what: str) -> Any:
+        """Send one request on the reader's connection, uncached; failures name `what`."""
+        return await self._read(what, lambda: self._call(message))
+
+    async def topic_configs(self, names: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """Every config entry DescribeConfigs returns per topic, uncached; any error fails all."""
+        return await self._read(
+            f"the configs of {len(names)} topic(s)", lambda: self._topic_configs(names)
+        )
+
     # -- caching and coalescing
 
     async def _cached(
@@ -275,20 +287,7 @@ class ClusterStateReader:
         self, what: str, keys: list[Key], fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]]
     ) -> dict[Key, Any]:
         epoch = self._epoch
-        try:
-            try:
-                values = dict(await fetch(keys))
-            except _Unavailable as exc:
-                if not exc.retry:
-                    raise
-                values = dict(await fetch(keys))
-        except _Unavailable as exc:
-            raise ClusterStateUnavailable(f"cannot read {what} from the cluster: {exc}") from None
-        # Fail closed on anything else too (a broker answer this code did not expect).
-        except Exception as exc:
-            raise ClusterStateUnavailable(
-                f"cannot read {what} from the cluster: {type(exc).__name__}: {exc}"
-            ) from exc
+        values = dict(await self._read(what, lambda: fetch(keys)))
         if self._epoch == epoch:
             now = asyncio.get_running_loop().time()
             if len(self._cache) >= self._prune_at:
@@ -297,6 +296,23 @@ class ClusterStateReader:
             for key in keys:
                 self._cache[key] = (now + self._ttl, values[key])
         return values
+
+    async def _read(self, what: str, fetch: Callable[[], Awaitable[V]]) -> V:
+        """Run `fetch`, once more if a reused connection broke; any failure names `what`."""
+        try:
+            try:
+                return await fetch()
+            except _Unavailable as exc:
+                if not exc.retry:
+                    raise
+                return await fetch()
+        except _Unavailable as exc:
+            raise ClusterStateUnavailable(f"cannot read {what} from the cluster: {exc}") from None
+        # Fail closed on anything else too (a broker answer this code did not expect).
+        except Exception as exc:
+            raise ClusterStateUnavailable(
+                f"cannot read {what} from the cluster: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _settle(self, keys: Iterable[Key], task: asyncio.Task[dict[Key, Any]]) -> None:
         self._tasks.discard(task)
@@ -309,17 +325,21 @@ class ClusterStateReader:
     # -- fetches
 
     async def _fetch_all(self, keys: list[Key]) -> dict[Key, Any]:
-        response = await self._call(_metadata(None))
+        response = await self._call(metadata_request(None))
         for topic in response.topics:
             if topic.error_code is not ErrorCode.none:
-                raise _Unavailable(f"Metadata for topic {topic.name!r}: {_error(topic.error_code)}")
-        topics = tuple(_topic_from_metadata(t) for t in response.topics)
+                raise _Unavailable(
+                    f"Metadata for topic {topic.name!r}: {kafka_error(topic.error_code)}"
+                )
+        topics = tuple(topic_from_metadata(t) for t in response.topics)
         return {_ALL: (topics, len(response.brokers))}
 
     async def _fetch_named(self, keys: list[Key]) -> dict[Key, TopicState | None]:
         names = [key[1] for key in keys]
         response = await self._call(
-            _metadata(tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names))
+            metadata_request(
+                tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names)
+            )
         )
         found = await self._with_configs(response.topics)
         return {("topic", name): found.get(name) for name in names}
@@ -335,7 +355,7 @@ class ClusterStateReader:
         found: dict[str, TopicState] = {}
         if wanted:
             request = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in wanted.values())
-            response = await self._call(_metadata(request))
+            response = await self._call(metadata_request(request))
             states = await self._with_configs(response.topics)
             found = {str(s.topic_id): s for s in states.values()}
         return {key: found.get(str(wanted.get(key))) for key in keys}
@@ -348,61 +368,49 @@ class ClusterStateReader:
                 continue
             if topic.error_code is not ErrorCode.none:
                 label = topic.name if topic.name is not None else topic.topic_id
-                raise _Unavailable(f"Metadata for topic {label!r}: {_error(topic.error_code)}")
-            states[topic.name] = _topic_from_metadata(topic)
+                raise _Unavailable(f"Metadata for topic {label!r}: {kafka_error(topic.error_code)}")
+            states[topic.name] = topic_from_metadata(topic)
         if not states:
             return states
-        request = DescribeConfigsRequest(
-            resources=tuple(
-                DescribeConfigsResource(
-                    resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None
-                )
-                for name in states
-            ),
-            include_synonyms=False,
-            include_documentation=False,
-        )
-        response = await self._call(request)
-        configs: dict[str, ConfigMap] = {}
+        entries = await self._topic_configs(list(states))
+        return {
+            name: replace(state, configs=ConfigMap((c.name, c.value) for c in entries[name]))
+            for name, state in states.items()
+        }
+
+    async def _topic_configs(self, names: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        response = await self._call(describe_configs_request(TOPIC_RESOURCE, names))
+        entries: dict[str, tuple[Any, ...]] = {}
         for result in response.results:
             if result.error_code is not ErrorCode.none:
-                detail = _error(result.error_code, result.error_message)
+                detail = kafka_error(result.error_code, result.error_message)
                 raise _Unavailable(f"DescribeConfigs for topic {result.resource_name!r}: {detail}")
-            configs[result.resource_name] = ConfigMap((c.name, c.value) for c in result.configs)
-        missing = states.keys() - configs.keys()
+            entries[result.resource_name] = result.configs
+        missing = set(names) - entries.keys()
         if missing:
             raise _Unavailable(f"DescribeConfigs left out topic(s) {_quoted(sorted(missing))}")
-        return {name: replace(state, configs=configs[name]) for name, state in states.items()}
+        return entries
 
     async def _fetch_defaults(self, keys: list[Key]) -> dict[Key, ConfigMap]:
         client = await self._connected()
         node_ids = [self._node_id] if self._node_id is not None else await self._broker_ids(client)
         # A broker describes only its own configs and answers INVALID_REQUEST for other ids,
         # so asking for every id finds the one this connection reached.
-        request = DescribeConfigsRequest(
-            resources=tuple(
-                DescribeConfigsResource(
-                    resource_type=BROKER_RESOURCE, resource_name=str(n), configuration_keys=None
-                )
-                for n in node_ids
-            ),
-            include_synonyms=False,
-            include_documentation=False,
-        )
+        request = describe_configs_request(BROKER_RESOURCE, [str(n) for n in node_ids])
         response = await self._call(request, client)
         errors = []
         for result in response.results:
             if result.error_code is ErrorCode.none:
                 self._node_id = int(result.resource_name)
                 return {_DEFAULTS: topic_defaults({c.name: c.value for c in result.configs})}
-            detail = _error(result.error_code, result.error_message)
+            detail = kafka_error(result.error_code, result.error_message)
             errors.append(f"broker {result.resource_name}: {detail}")
         raise _Unavailable(
             f"DescribeConfigs on {self._address}: {'; '.join(errors) or 'no result'}"
         )
 
     async def _broker_ids(self, client: KafkaClient) -> list[int]:
-        response = await self._call(_metadata(()), client)
+        response = await self._call(metadata_request(()), client)
         return sorted(int(b.node_id) for b in response.brokers)
 
     # -- the connection
@@ -458,14 +466,29 @@ class ClusterStateReader:
         await current.close()
 
 
-def _metadata(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataRequest:
-    # Never auto-create: the proxy only looks.
+def metadata_request(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataRequest:
+    """Metadata v12 for these topics (None: all, empty: none), never auto-creating one."""
     return MetadataRequest(
         topics=topics, allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
 
 
-def _topic_from_metadata(topic: Any) -> TopicState:
+def describe_configs_request(resource_type: i8, names: Iterable[str]) -> DescribeConfigsRequest:
+    """DescribeConfigs v4 for every config of these resources, without synonyms or docs."""
+    return DescribeConfigsRequest(
+        resources=tuple(
+            DescribeConfigsResource(
+                resource_type=resource_type, resource_name=name, configuration_keys=None
+            )
+            for name in names
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+
+
+def topic_from_metadata(topic: Any) -> TopicState:
+    """A topic's state (no configs) from a Metadata or DescribeTopicPartitions response topic."""
     # A partition error (say, no leader) leaves its replica list valid: not a failure here.
     assignment = freeze_assignment((p.partition_index, p.replica_nodes) for p in topic.partitions)
     return TopicState(
@@ -479,7 +502,8 @@ def _topic_from_metadata(topic: Any) -> TopicState:
     )
 
 
-def _error(code: ErrorCode, message: str | None = None) -> str:
+def kafka_error(code: ErrorCode, message: str | None = None) -> str:
+    """A Kafka error as `NAME (code)`, with the broker's message if any."""
     text = f"{code.name.upper()} ({code.value})"
     return f"{text}: {message}" if message else text
 
