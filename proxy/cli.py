@@ -11,7 +11,7 @@ from pathlib import Path
 import structlog
 
 from policy.loader import PolicyError
-from proxy import policy_cli
+from proxy import policy_cli, snapshot
 from proxy.config import ConfigError, load_config
 from proxy.logs import configure_logging
 from proxy.server import ProxyServer
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="YAML config file (optional if env sets all)")
     run.set_defaults(func=_run)
     policy_cli.add_parser(commands)
+    snapshot.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,590 @@
+"""`kafka-policy-proxy snapshot`: every topic of a cluster as JSON Lines (see docs/snapshot.md).
+
+The cluster is read over the proxy's own cluster-state connection (ClusterStateReader), page by
+page: DescribeTopicPartitions where the broker has it (Kafka 3.8+ in KRaft mode), else one
+all-topics Metadata for the names and then Metadata per batch; each batch's DescribeConfigs is
+written before the next page is fetched, so memory does not grow with the number of topics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.describe_topic_partitions.v0.request import (
+    Cursor,
+    DescribeTopicPartitionsRequest,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequestTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
+
+from policy.model import ConfigMap, Fact, TopicState
+from proxy.cluster_state import (
+    ClusterStateReader,
+    ClusterStateUnavailable,
+    kafka_error,
+    metadata_request,
+    topic_from_metadata,
+)
+from proxy.config import HostPort
+from proxy.kafka_client import SASL_MECHANISMS, SaslCredentials
+
+T = TypeVar("T")
+
+SCHEMA = 1
+OK, UNAVAILABLE, INVALID = 0, 1, 2
+DEFAULT_TIMEOUT_S = 30.0
+# Kafka caps a DescribeTopicPartitions page at max.request.partition.size.limit (2000).
+PARTITION_PAGE = 2000
+# Topics per DescribeConfigs request (and per Metadata request without DescribeTopicPartitions).
+CONFIG_BATCH = 200
+DESCRIBE_TOPIC_PARTITIONS = 75
+
+# DescribeConfigs' config_source codes, under the names Kafka's Admin API gives them.
+CONFIG_SOURCES: Mapping[int, str] = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "DYNAMIC_CLIENT_METRICS_CONFIG",
+    8: "DYNAMIC_GROUP_CONFIG",
+}
+
+LOGIN_MODULES = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+)
+CONTROL_FLAGS = ("REQUIRED", "REQUISITE", "SUFFICIENT", "OPTIONAL")
+# Client settings that plug Java classes into the login; only a JVM client can honour them.
+JAVA_CLASS_KEYS = (
+    "sasl.login.class",
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
+)
+
+DESCRIPTION = """\
+Write every topic of a Kafka cluster as JSON Lines, one compact JSON object
+per line:
+
+  {"kind":"cluster",...}  first: cluster id, time taken, brokers, and the
+                          broker's default topic configs
+  {"kind":"topic",...}    one per topic, sorted by name, internal topics
+                          included and flagged: id, partitions, replication
+                          factor, assignment, effective configs and the
+                          source of each
+  {"kind":"end",...}      last, with the number of topic lines; a file
+                          without it is incomplete
+
+PATH is written as PATH.tmp and renamed once complete. docs/snapshot.md
+describes every field.
+
+Exit codes: 0 written; 1 the cluster could not be read (unreachable, refused
+the credentials, or answered with an error); 2 bad arguments or
+--command-config.
+"""
+
+
+class CommandConfigError(ValueError):
+    """The --command-config file cannot be used; the message names the key and the reason."""
+
+
+# -- --command-config: Java .properties and the client settings this command honours
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_BLANK = " \t\f"  # java.util.Properties' whitespace
+_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse .properties text as java.util.Properties.load does (a repeated key: the last wins)."""
+    properties: dict[str, str] = {}
+    lines = enumerate(_LINE_BREAK.split(text), start=1)
+    for number, natural in lines:
+        piece = natural.lstrip(_BLANK)
+        if not piece or piece[0] in "#!":
+            continue  # a comment line is never continued
+        parts = []
+        # An odd number of trailing backslashes joins the next line, minus its leading blanks.
+        while (len(piece) - len(piece.rstrip("\\"))) % 2:
+            parts.append(piece[:-1])
+            piece = next(lines, (0, ""))[1].lstrip(_BLANK)
+        parts.append(piece)
+        key, value = _split_property("".join(parts))
+        try:
+            properties[_unescape(key)] = _unescape(value)
+        except ValueError as exc:
+            raise CommandConfigError(f"line {number}: {exc}") from None
+    return properties
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    """Split at the first unescaped '=', ':' or blank; blanks and one separator are dropped."""
+    escaped = False
+    end = len(line)
+    for index, char in enumerate(line):
+        if not escaped and (char in "=:" or char in _BLANK):
+            end = index
+            break
+        escaped = char == "\\" and not escaped
+    rest = line[end:].lstrip(_BLANK)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_BLANK)
+    return line[:end], rest
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out = []
+    chars = iter(text)
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        escaped = next(chars, "")
+        if escaped == "u":
+            digits = "".join(next(chars, "") for _ in range(4))
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ValueError(f"malformed \\uxxxx escape \\u{digits}")
+            out.append(chr(int(digits, 16)))
+        else:
+            out.append(_ESCAPES.get(escaped, escaped))
+    return "".join(out)
+
+
+def command_config_credentials(properties: Mapping[str, str]) -> SaslCredentials | None:
+    """The SASL credentials a Kafka client config asks for (None: PLAINTEXT); refuses the rest."""
+    # Kafka trims string settings and reads the protocol in any case.
+    protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol in ("SSL", "SASL_SSL"):
+        raise CommandConfigError(
+            f"security.protocol: {protocol} is not supported: this command does not speak TLS "
+            "to the brokers; use PLAINTEXT or SASL_PLAINTEXT"
+        )
+    if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        raise CommandConfigError(
+            f"security.protocol: unknown protocol {protocol!r}; use PLAINTEXT or SASL_PLAINTEXT"
+        )
+    if protocol == "PLAINTEXT":
+        return None  # as in Kafka's clients, the sasl.* settings do not apply
+    for key in JAVA_CLASS_KEYS:
+        if key in properties:
+            raise CommandConfigError(
+                f"{key}: not supported: it plugs a Java class into the login, which only a JVM "
+                "client can load"
+            )
+    mechanism = properties.get("sasl.mechanism", "").strip()
+    if not mechanism:
+        raise CommandConfigError(
+            "sasl.mechanism: not set, so Kafka's default GSSAPI (Kerberos) would apply, which is "
+            f"not supported; use one of {', '.join(SASL_MECHANISMS)}"
+        )
+    if mechanism not in SASL_MECHANISMS:
+        raise CommandConfigError(
+            f"sasl.mechanism: {mechanism} is not supported; use one of {', '.join(SASL_MECHANISMS)}"
+        )
+    jaas = properties.get("sasl.jaas.config", "").strip()
+    if not jaas:
+        raise CommandConfigError(
+            "sasl.jaas.config: not set; SASL_PLAINTEXT needs it (a JAAS file named by "
+            "java.security.auth.login.config is not supported)"
+        )
+    try:
+        module, options = _jaas_login(jaas)
+    except ValueError as exc:
+        raise CommandConfigError(f"sasl.jaas.config: {exc}") from None
+    if module not in LOGIN_MODULES:
+        raise CommandConfigError(
+            f"sasl.jaas.config: login module {module} is not supported; use {LOGIN_MODULES[0]} "
+            f"or {LOGIN_MODULES[1]}"
+        )
+    # Other options are ignored, as Kafka's login modules ignore them; this one changes the login.
+    if options.get("tokenauth", "").lower() == "true":
+        raise CommandConfigError(
+            "sasl.jaas.config: tokenauth=true (delegation tokens) is not supported"
+        )
+    for option in ("username", "password"):
+        if option not in options:
+            raise CommandConfigError(f"sasl.jaas.config: the {option} option is missing")
+    return SaslCredentials(mechanism, options["username"], options["password"])
+
+
+def load_command_config(path: Path) -> SaslCredentials | None:
+    """Read a --command-config file; errors name the file, the key and the reason."""
+    try:
+        # ISO 8859-1, as java.util.Properties.load(InputStream): other characters need \uXXXX.
+        text = path.read_bytes().decode("latin-1")
+    except OSError as exc:
+        raise CommandConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        return command_config_credentials(parse_properties(text))
+    except CommandConfigError as exc:
+        raise CommandConfigError(f"{path}: {exc}") from None
+
+
+def _jaas_login(text: str) -> tuple[str, dict[str, str]]:
+    """The one login module and its options in a sasl.jaas.config value (Kafka's JaasConfig)."""
+    tokens = _jaas_tokens(text)
+    entries: list[tuple[str, dict[str, str]]] = []
+    for kind, module in tokens:
+        if kind in ";=":
+            raise ValueError(f"a login module class expected, not {kind!r}")
+        flag = _token(tokens, f"a control flag after {module}")[1]
+        if flag.upper() not in CONTROL_FLAGS:
+            raise ValueError(f"invalid control flag {flag!r} (use required)")
+        options: dict[str, str] = {}
+        while (key := _token(tokens, "';' at the end"))[0] != ";":
+            name = key[1]
+            if key[0] == "=" or _token(tokens, f"'=' after {name}")[0] != "=":
+                raise ValueError(f"option name and '=' expected, not {name!r}")
+            value = _token(tokens, f"a value for {name}")
+            if value[0] in ";=":
+                raise ValueError(f"a value expected for {name}, not {value[0]!r}")
+            options[name] = value[1]
+        entries.append((module, options))
+    if len(entries) != 1:
+        raise ValueError(f"{len(entries)} login modules; exactly one is needed")
+    return entries[0]
+
+
+def _token(tokens: Iterator[tuple[str, str]], what: str) -> tuple[str, str]:
+    token = next(tokens, None)
+    if token is None:
+        raise ValueError(f"{what} expected, but the value ends")
+    return token
+
+
+_JAAS_WORD = re.compile(r"[^\x00-\x20;=/\"']+")
+_JAAS_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _jaas_tokens(text: str) -> Iterator[tuple[str, str]]:
+    """(kind, text) tokens as Kafka's StreamTokenizer setup reads them: word, quoted, ';', '='."""
+    position = 0
+    while position < len(text):
+        char = text[position]
+        if char <= " ":
+            position += 1
+        elif text.startswith("/*", position):
+            end = text.find("*/", position + 2)
+            position = len(text) if end < 0 else end + 2
+        elif char == "/":  # '//' and a lone '/' both comment out the rest of the line
+            match = _LINE_BREAK.search(text, position)
+            position = len(text) if match is None else match.end()
+        elif char in ";=":
+            yield char, char
+            position += 1
+        elif char in "\"'":
+            value, position = _jaas_quoted(text, position)
+            yield "quoted", value
+        else:
+            word = _JAAS_WORD.match(text, position)
+            assert word is not None  # `char` itself is a word character
+            yield "word", word.group()
+            position = word.end()
+
+
+def _jaas_quoted(text: str, start: int) -> tuple[str, int]:
+    """The quoted string at `start` with StreamTokenizer's escapes, and where it ends."""
+    quote = text[start]
+    out = []
+    position = start + 1
+    while position < len(text) and text[position] not in (quote, "\n", "\r"):
+        char = text[position]
+        position += 1
+        if char != "\\" or position == len(text):
+            out.append(char)
+            continue
+        char = text[position]
+        position += 1
+        if char in "01234567":
+            # Up to three octal digits, the value staying within one byte.
+            digits = char
+            limit = 3 if char <= "3" else 2
+            while len(digits) < limit and position < len(text) and text[position] in "01234567":
+                digits += text[position]
+                position += 1
+            out.append(chr(int(digits, 8)))
+        else:
+            out.append(_JAAS_ESCAPES.get(char, char))
+    if position == len(text) or text[position] != quote:
+        raise ValueError(f"unterminated quoted value starting {text[start : start + 12]!r}")
+    return "".join(out), position + 1
+
+
+# -- reading the cluster
+
+
+def parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    """'host:port,host:port' as (host, port) pairs; ValueError names a bad entry."""
+    servers = []
+    for part in text.split(","):
+        try:
+            address = HostPort.parse(part)
+        except ValueError:
+            raise ValueError(f"--bootstrap-server: {part.strip()!r} is not host:port") from None
+        servers.append((address.host, address.port))
+    return servers
+
+
+async def write_snapshot(
+    bootstrap_servers: str,
+    out: TextIO,
+    *,
+    sasl: SaslCredentials | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    partition_page: int = PARTITION_PAGE,
+    config_batch: int = CONFIG_BATCH,
+    describe_topic_partitions: bool = True,
+) -> int:
+    """Write the snapshot's lines to `out` batch by batch; return the number of topic lines.
+
+    `describe_topic_partitions=False` pages with Metadata even where the broker has
+    DescribeTopicPartitions (as for older brokers).
+    """
+    reader = ClusterStateReader(
+        parse_bootstrap(bootstrap_servers), request_timeout_s=timeout_s, sasl=sasl
+    )
+    try:
+        taken_at = datetime.now(UTC)
+        cluster = await reader.request(metadata_request(()), "the broker list")
+        defaults = (await reader.snapshot({Fact.BROKER_DEFAULTS})).broker_default_configs()
+        cluster_id = cluster.cluster_id
+        _write(
+            out,
+            {
+                "kind": "cluster",
+                "schema": SCHEMA,
+                "cluster_id": cluster_id,
+                "taken_at": taken_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "bootstrap_servers": bootstrap_servers,
+                "controller_id": int(cluster.controller_id) if cluster.controller_id >= 0 else None,
+                "brokers": [
+                    {"id": int(b.node_id), "host": b.host, "port": int(b.port), "rack": b.rack}
+                    for b in sorted(cluster.brokers, key=lambda b: int(b.node_id))
+                ],
+                "defaults": dict(sorted(defaults.items())),
+            },
+        )
+        if describe_topic_partitions and await _supports(reader, DESCRIBE_TOPIC_PARTITIONS):
+            topics = _paged_topics(reader, partition_page)
+        else:
+            topics = _listed_topics(reader, config_batch)
+        count = 0
+        async for batch in _batches(topics, config_batch):
+            configs = await reader.topic_configs([state.name for state in batch])
+            for state in batch:
+                _write(out, topic_line(cluster_id, state, configs[state.name]))
+            count += len(batch)
+        _write(out, {"kind": "end", "cluster_id": cluster_id, "topics": count})
+        return count
+    finally:
+        await reader.close()
+
+
+def topic_line(cluster_id: str | None, state: TopicState, entries: Sequence[Any]) -> dict[str, Any]:
+    """A topic's line: its state (as TopicState.to_dict) with DescribeConfigs' config entries."""
+    entries = sorted(entries, key=lambda e: str(e.name))  # stable order, for diffs
+    configs = ConfigMap((e.name, e.value) for e in entries)
+    sources = {e.name: CONFIG_SOURCES.get(int(e.config_source), "UNKNOWN") for e in entries}
+    line: dict[str, Any] = {"kind": "topic", "cluster_id": cluster_id}
+    for key, value in replace(state, configs=configs).to_dict().items():
+        line[key] = value
+        if key == "configs":
+            line["config_sources"] = sources
+    return line
+
+
+def _write(out: TextIO, line: Mapping[str, Any]) -> None:
+    out.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+async def _supports(reader: ClusterStateReader, api_key: int) -> bool:
+    response = await reader.request(ApiVersionsRequest(), "the broker's API versions")
+    if response.error_code is not ErrorCode.none:
+        raise ClusterStateUnavailable(
+            f"cannot read the broker's API versions: {kafka_error(response.error_code)}"
+        )
+    return any(int(api.api_key) == api_key for api in response.api_keys)
+
+
+async def _paged_topics(reader: ClusterStateReader, page: int) -> AsyncIterator[TopicState]:
+    """Every topic in name order from DescribeTopicPartitions pages; a topic may span pages."""
+    cursor: Cursor | None = None
+    current: Any = None  # the last topic of a page, which the next page may continue
+    while True:
+        request = DescribeTopicPartitionsRequest(
+            topics=(), response_partition_limit=i32(page), cursor=cursor
+        )
+        response = await reader.request(request, "the topic list")
+        for topic in response.topics:
+            _check(topic, "DescribeTopicPartitions")
+            if current is not None and topic.name == current.name:
+                current = replace(current, partitions=current.partitions + topic.partitions)
+                continue
+            if current is not None:
+                yield topic_from_metadata(current)
+            current = topic
+        if response.next_cursor is None:
+            break
+        following = Cursor(
+            topic_name=response.next_cursor.topic_name,
+            partition_index=response.next_cursor.partition_index,
+        )
+        # A cursor that does not move would page forever.
+        if following == cursor:
+            raise ClusterStateUnavailable(
+                "cannot read the topic list from the cluster: DescribeTopicPartitions returned "
+                f"the same cursor ({following.topic_name!r}, {following.partition_index}) again"
+            )
+        cursor = following
+    if current is not None:
+        yield topic_from_metadata(current)
+
+
+async def _listed_topics(reader: ClusterStateReader, batch: int) -> AsyncIterator[TopicState]:
+    """Every topic in name order: names from one all-topics Metadata, then Metadata per batch."""
+    names = await _topic_names(reader)
+    for start in range(0, len(names), batch):
+        chunk = names[start : start + batch]
+        request = metadata_request(
+            tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in chunk)
+        )
+        response = await reader.request(request, f"the metadata of {len(chunk)} topic(s)")
+        for topic in sorted(response.topics, key=lambda t: str(t.name)):
+            _check(topic, "Metadata")
+            yield topic_from_metadata(topic)
+
+
+async def _topic_names(reader: ClusterStateReader) -> list[str]:
+    # Only the names outlive this call: the full answer is dropped before paging starts.
+    response = await reader.request(metadata_request(None), "the topic list")
+    return sorted(str(topic.name) for topic in response.topics)
+
+
+def _check(topic: Any, api: str) -> None:
+    if topic.error_code is not ErrorCode.none:
+        raise ClusterStateUnavailable(
+            f"cannot read topic {topic.name!r} from the cluster: {api} answered "
+            f"{kafka_error(topic.error_code)}"
+        )
+
+
+async def _batches(items: AsyncIterator[T], size: int) -> AsyncIterator[list[T]]:
+    batch: list[T] = []
+    async for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -- the command
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the `snapshot` command on the main CLI."""
+    parser = subparsers.add_parser(
+        "snapshot",
+        help="write every topic of a cluster to a JSON Lines file",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the brokers to read from (tried in turn until one answers)",
+    )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client settings as Kafka's CLI tools take them (.properties): security.protocol "
+        "PLAINTEXT or SASL_PLAINTEXT, sasl.mechanism PLAIN or SCRAM-SHA-256/512, sasl.jaas.config "
+        "with username and password",
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="PATH", help="the snapshot file; '-' for stdout"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"for connecting and for each request (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.set_defaults(func=cmd_snapshot)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    """Run `snapshot`: 0 written, 1 the cluster could not be read, 2 bad arguments or config."""
+    try:
+        parse_bootstrap(args.bootstrap_server)
+        sasl = None if args.command_config is None else load_command_config(args.command_config)
+    except ValueError as exc:
+        return _fail(str(exc), INVALID)
+    if args.out == "-":
+        return _snapshot_to(args, sasl, sys.stdout, "stdout")
+    target = Path(args.out)
+    partial = target.with_name(f"{target.name}.tmp")
+    try:
+        out = partial.open("w", encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write {partial}: {exc.strerror}", INVALID)
+    try:
+        with out:
+            code = _snapshot_to(args, sasl, out, str(target))
+        if code == OK:
+            partial.replace(target)
+    finally:
+        # Only a complete snapshot is left behind (after the rename there is nothing to remove).
+        partial.unlink(missing_ok=True)
+    return code
+
+
+def _snapshot_to(
+    args: argparse.Namespace, sasl: SaslCredentials | None, out: TextIO, name: str
+) -> int:
+    try:
+        count = asyncio.run(
+            write_snapshot(args.bootstrap_server, out, sasl=sasl, timeout_s=args.timeout)
+        )
+        out.flush()
+    except ClusterStateUnavailable as exc:
+        return _fail(str(exc), UNAVAILABLE)
+    except OSError as exc:
+        return _fail(f"cannot write {name}: {exc.strerror or exc}", UNAVAILABLE)
+    print(f"kafka-policy-proxy snapshot: {count} topics written to {name}", file=sys.stderr)
+    return OK
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"kafka-policy-proxy snapshot: {message}", file=sys.stderr)
+    return code
