@@ -10,6 +10,7 @@ from pathlib import Path
 
 import structlog
 
+from pipeline import cli as pipeline_cli
 from policy.loader import PolicyError
 from proxy import policy_cli, snapshot
 from proxy.config import ConfigError, load_config
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
     policy_cli.add_parser(commands)
     snapshot.add_parser(commands)
+    pipeline_cli.add_parser(commands)
     return parser
 
 
