@@ -117,22 +117,33 @@ def collision_key(name: str) -> str:
 
 
 class _CollisionIndex:
-    """collision key -> existing names, rebuilt only when the cluster hands out a new name set."""
+    """collision key -> names, rebuilt only when the cluster's names are not already indexed."""
 
     def __init__(self) -> None:
-        self._last: tuple[frozenset[str], dict[str, list[str]]] = (frozenset(), {})
+        # The name set last handed out, the names indexed, the index.
+        self._last: tuple[frozenset[str], frozenset[str], dict[str, list[str]]] = (
+            frozenset(),
+            frozenset(),
+            {},
+        )
 
     def __call__(self, request: TopicRequest, cluster: ClusterState) -> str | None:
         names = cluster.topic_names(include_internal=True)
-        last_names, index = self._last
-        if names is not last_names:
-            index = {}
-            for existing in sorted(names):
-                index.setdefault(collision_key(existing), []).append(existing)
-            self._last = (names, index)  # one atomic store: safe across threads
         name = request.name
+        last_names, indexed, index = self._last
+        if names is not last_names:
+            # The requester never collides with itself and candidates are checked against
+            # `names`, so an index lacking only the requester still serves. New name sets that
+            # differ from the last by the requester alone (a fresh snapshot of the same topics,
+            # or the scan job's "every topic but this one") then cost a set difference.
+            if not names - indexed <= {name}:
+                indexed = names | {name}
+                index = {}
+                for existing in sorted(indexed):
+                    index.setdefault(collision_key(existing), []).append(existing)
+            self._last = (names, indexed, index)  # one atomic store: safe across threads
         for existing in index.get(collision_key(name), ()):
-            if existing != name:
+            if existing != name and existing in names:
                 return (
                     f"topic {name!r} collides with existing topic {existing!r}: "
                     "'.' and '_' map to the same metric name"
