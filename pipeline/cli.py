@@ -59,6 +59,12 @@ def add_parser(commands: Any) -> None:
     scan.add_argument(
         "--snapshot", nargs="+", required=True, metavar="PATH", help="snapshot JSON Lines files"
     )
+    scan.add_argument(
+        "--principal",
+        default="User:ANONYMOUS",
+        help="existing topics have no creator: evaluate them as this principal "
+        "(default: %(default)s)",
+    )
     _common(scan)
     scan.set_defaults(func=_scan)
 
@@ -94,7 +100,10 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _scan(args: argparse.Namespace) -> int:
     return _job(
-        args, lambda spark: _jobs().scan.run_scan(spark, args.policy, args.snapshot, args.out)
+        args,
+        lambda spark: _jobs().scan.run_scan(
+            spark, args.policy, args.snapshot, args.out, principal=args.principal
+        ),
     )
 
 

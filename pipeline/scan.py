@@ -1,0 +1,495 @@
+"""The `scan` job: which of the topics that already exist break today's policy?
+
+Every topic of the snapshots is evaluated, on the executors, as if it were being created now
+with its current state, in the cluster made of the other topics of its snapshot:
+
+- a `create` request with the topic's partition count, replication factor and replica
+  assignment. The assignment counts as placed by the broker: an existing topic's placement
+  says nothing about how it was asked for (and reassignments move replicas anyway), so a rule
+  with `explicit_assignment: false` flags no existing topic;
+- the requested configs are the topic's effective configs; the configs *named* in the request
+  are those set on the topic itself (source DYNAMIC_TOPIC_CONFIG). So `forbidden` and
+  `required` look at what someone set on the topic, and a value check says "sets retention.ms
+  to ..." for a topic override and "gets the broker default retention.ms = ..." otherwise;
+- existing topics have no creator principal: every topic is evaluated as one configurable
+  principal (default User:ANONYMOUS), so rules whose `match` selects principals apply as they
+  would to that principal;
+- the cluster facts (topic names, total partitions, broker count, broker defaults) exclude the
+  topic under evaluation, so that a cluster at exactly `max_topics` is not flagged and a topic
+  is not counted against its own partition budget. The other topics answer `topic()` with
+  their metadata (no configs), as the proxy's all-topics read does.
+
+Internal topics (flagged internal, or named `__...`) are not evaluated; they are counted as
+skipped, and still count in the other topics' cluster facts. Snapshots that are incomplete,
+malformed, or give one cluster twice are refused before anything is evaluated.
+
+Outputs under `out/` (Parquet, overwritten), plus `scan.html` and `summary.json`:
+
+- `violations`: cluster_id, topic, rule, mode, message (one row per violation);
+- `topics`: cluster_id, topic, partitions, replication_factor, decision (`compliant`,
+  `violating`, `audit-only`), rules (the violated rules, in policy order);
+- `clusters`: cluster_id, brokers, topics, compliant, violating, audit_only, skipped_internal,
+  violations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+from pyspark import Broadcast
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+from pyspark.storagelevel import StorageLevel
+
+from pipeline.evaluation import cluster_json, compiled, shipped_cluster
+from pipeline.html_report import Chart, Report, Table, bar_chart, render
+from pipeline.output import write_text
+from pipeline.snapshots import SnapshotError, check_complete, read_snapshot_lines
+from policy.builders import create_request
+from policy.cluster import InMemoryCluster
+from policy.engine import CompiledPolicy
+from policy.model import ConfigMap, Principal, TopicRequest, TopicState, freeze_assignment
+from proxy.audit import outcome
+
+DEFAULT_PRINCIPAL = Principal().name
+SET_ON_TOPIC = "DYNAMIC_TOPIC_CONFIG"
+COMPLIANT, VIOLATING, AUDIT_ONLY = "compliant", "violating", "audit-only"
+# The proxy's decision strings (proxy.audit.outcome) as the scan names them.
+DECISIONS = {"allowed": COMPLIANT, "denied": VIOLATING, "audit-would-deny": AUDIT_ONLY}
+VIOLATIONS_SHOWN = 200
+
+VIOLATION = StructType(
+    [
+        StructField("rule", StringType()),
+        StructField("mode", StringType()),
+        StructField("message", StringType()),
+    ]
+)
+EVALUATED = StructType(
+    [
+        StructField("cluster_id", StringType()),
+        StructField("topic", StringType()),
+        StructField("partitions", LongType()),
+        StructField("replication_factor", LongType()),
+        StructField("decision", StringType()),
+        StructField("rules", ArrayType(StringType())),
+        StructField("violations", ArrayType(VIOLATION)),
+    ]
+)
+# What the other topics' cluster facts need from a topic line; the assignment stays JSON text.
+_METADATA = StructType(
+    [
+        StructField("topic_id", StringType()),
+        StructField("replication_factor", LongType()),
+        StructField("assignment", StringType()),
+    ]
+)
+_CLUSTER_LINE = StructType(
+    [
+        StructField("brokers", ArrayType(StructType([StructField("id", LongType())]))),
+        StructField("defaults", MapType(StringType(), StringType())),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OtherTopics:
+    """A cluster without one of its topics: the cluster that topic would be created in."""
+
+    base: InMemoryCluster
+    name: str
+
+    def topic(self, name: str) -> TopicState | None:
+        """Another topic's state; None for the topic under evaluation."""
+        return None if name == self.name else self.base.topic(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicState | None:
+        """Another topic's state by id; None for the topic under evaluation."""
+        found = self.base.topic_by_id(topic_id)
+        return None if found is None or found.name == self.name else found
+
+    def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
+        """The other topics' names."""
+        names = self.base.topic_names(include_internal=include_internal)
+        return names - {self.name} if self.name in names else names
+
+    def broker_count(self) -> int:
+        """The snapshot's broker count."""
+        return self.base.broker_count()
+
+    def broker_default_configs(self) -> ConfigMap:
+        """The snapshot's broker defaults."""
+        return self.base.broker_default_configs()
+
+    def total_partitions(self) -> int:
+        """The other topics' partitions, internal ones included."""
+        own = self.base.topic(self.name)
+        return self.base.total_partitions() - (own.partitions if own is not None else 0)
+
+
+def scan_request(
+    topic: TopicState, sources: Mapping[str, str], principal: Principal
+) -> TopicRequest:
+    """The topic as a CreateTopics request for its current state (see the module docstring)."""
+    named = sorted(n for n, source in sources.items() if source == SET_ON_TOPIC)
+    request = create_request(
+        topic.name,
+        topic.partitions,
+        topic.replication_factor,
+        configs=[(n, topic.configs.get(n)) for n in named],
+        principal=principal,
+    )
+    # The snapshot's effective configs are the truth: broker defaults the cluster line may not
+    # list (static configs, synonyms) are already folded in.
+    requested = replace(
+        request.requested,
+        assignment=topic.assignment,
+        generated_assignment=True,
+        configs=topic.configs,
+    )
+    return replace(request, requested=requested)
+
+
+def scan_topic(
+    policy: CompiledPolicy, cluster: InMemoryCluster, line: Mapping[str, Any], principal: Principal
+) -> tuple[Any, ...]:
+    """One topic line evaluated: a row of EVALUATED."""
+    topic = TopicState.from_dict(line)
+    request = scan_request(topic, line.get("config_sources") or {}, principal)
+    decision = policy.evaluate(request, OtherTopics(cluster, topic.name))
+    violations = [
+        {"rule": v.rule, "mode": v.mode.value, "message": v.message} for v in decision.violations
+    ]
+    return (
+        line["cluster_id"],
+        topic.name,
+        topic.partitions,
+        topic.replication_factor,
+        DECISIONS[outcome(decision)],
+        list(dict.fromkeys(v.rule for v in decision.violations)),
+        violations,
+    )
+
+
+def _evaluator(
+    policy_text: str, policy_name: str, principal: str, clusters: Broadcast[dict[str, str]]
+) -> Any:
+    def evaluate(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        # Compiled and rebuilt once per worker process, reused by every task and batch.
+        policy = compiled(policy_text, policy_name)
+        who = Principal(principal)
+        # shipped_cluster hashes the whole text: look each cluster up once per task.
+        rebuilt: dict[str, InMemoryCluster] = {}
+        for batch in batches:
+            rows = []
+            for cluster_id, text in zip(batch["cluster_id"], batch["line"], strict=True):
+                cluster = rebuilt.get(cluster_id)
+                if cluster is None:
+                    cluster = rebuilt[cluster_id] = shipped_cluster(clusters.value[cluster_id])
+                rows.append(scan_topic(policy, cluster, json.loads(text), who))
+            yield pd.DataFrame(rows, columns=EVALUATED.fieldNames())
+
+    return evaluate
+
+
+def _structure_problems(lines: DataFrame) -> list[str]:
+    """Snapshots that mix clusters in one file, or give one cluster in several files."""
+    problems = [
+        f"{r['source']}: lines of {len(r['ids'])} clusters ({', '.join(sorted(r['ids']))}), "
+        "expected 1"
+        for r in lines.groupBy("source")
+        .agg(F.collect_set("cluster_id").alias("ids"))
+        .where(F.size("ids") > 1)
+        .collect()
+    ]
+    problems += [
+        f"cluster {r['cluster_id']} is in {len(r['sources'])} snapshots "
+        f"({', '.join(sorted(r['sources']))}): give one snapshot per cluster"
+        for r in lines.where(F.col("kind") == "cluster")
+        .groupBy("cluster_id")
+        .agg(F.collect_set("source").alias("sources"))
+        .where(F.size("sources") > 1)
+        .collect()
+    ]
+    return sorted(problems)
+
+
+def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, int]]:
+    """Each cluster's facts on the driver (topic metadata, no configs), and its internal count."""
+    heads = (
+        lines.where(F.col("kind") == "cluster")
+        .select("cluster_id", F.from_json("line", _CLUSTER_LINE).alias("c"))
+        .collect()
+    )
+    topics: dict[str, list[TopicState]] = {r["cluster_id"]: [] for r in heads}
+    internal: Counter[str] = Counter()
+    metadata = lines.where(F.col("kind") == "topic").select(
+        "cluster_id", "name", "partitions", "internal", F.from_json("line", _METADATA).alias("m")
+    )
+    for row in metadata.collect():
+        state = TopicState(
+            name=row["name"],
+            topic_id=row["m"]["topic_id"],
+            partitions=row["partitions"] or 0,
+            replication_factor=row["m"]["replication_factor"] or 0,
+            assignment=freeze_assignment(json.loads(row["m"]["assignment"] or "[]")),
+            internal=bool(row["internal"]),
+        )
+        topics[row["cluster_id"]].append(state)
+        internal[row["cluster_id"]] += _is_internal(state)
+    clusters = {
+        r["cluster_id"]: InMemoryCluster.of(
+            topics[r["cluster_id"]], len(r["c"]["brokers"] or ()) or 1, r["c"]["defaults"]
+        )
+        for r in heads
+    }
+    return clusters, {cluster_id: internal[cluster_id] for cluster_id in clusters}
+
+
+def _is_internal(topic: TopicState) -> bool:
+    return topic.internal or topic.name.startswith("__")
+
+
+def run_scan(
+    spark: SparkSession,
+    policy_file: str,
+    snapshots: Sequence[str],
+    out: str,
+    *,
+    principal: str = DEFAULT_PRINCIPAL,
+) -> dict[str, Any]:
+    """Evaluate every existing topic of the snapshots against the policy; write the outputs."""
+    policy_text = Path(policy_file).read_text(encoding="utf-8")
+    policy = compiled(policy_text, policy_file)  # PolicyError, naming the file, before Spark
+    lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
+    evaluated: DataFrame | None = None
+    try:
+        problems = check_complete(lines) or _structure_problems(lines)
+        if problems:
+            raise SnapshotError("; ".join(problems))
+        clusters, skipped = _clusters(lines)
+        if not clusters:
+            raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
+        shipped = spark.sparkContext.broadcast({c: cluster_json(s) for c, s in clusters.items()})
+        internal = F.coalesce(F.col("internal"), F.lit(False)) | F.col("name").startswith("__")
+        evaluated = (
+            lines.where((F.col("kind") == "topic") & ~internal)
+            .select("cluster_id", "line")
+            # A snapshot file is one input split: spread its topics over the executors.
+            .repartition(spark.sparkContext.defaultParallelism)
+            .mapInPandas(_evaluator(policy_text, policy_file, principal, shipped), EVALUATED)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        results = _write_tables(spark, evaluated, clusters, skipped, out)
+    finally:
+        lines.unpersist()
+        if evaluated is not None:
+            evaluated.unpersist()
+    order = {rule: i for i, rule in enumerate(policy.rule_names)}
+    results.by_rule.sort(key=lambda r: (order.get(r["rule"], len(order)), r["rule"]))
+    summary = _summary(policy_file, snapshots, principal, out, results)
+    write_text(spark, out, "scan.html", render(_html(summary, results)))
+    write_text(spark, out, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+@dataclass(frozen=True)
+class _Results:
+    """What the report needs from the tables, collected on the driver."""
+
+    clusters: list[dict[str, Any]]  # one row of CLUSTERS per cluster
+    by_rule: list[dict[str, Any]]  # rule, mode, violations, topics
+    shown: list[dict[str, Any]]  # the first violations, by cluster, topic and rule order
+
+
+CLUSTERS = StructType(
+    [
+        StructField("cluster_id", StringType()),
+        StructField("brokers", LongType()),
+        StructField("topics", LongType()),
+        StructField("compliant", LongType()),
+        StructField("violating", LongType()),
+        StructField("audit_only", LongType()),
+        StructField("skipped_internal", LongType()),
+        StructField("violations", LongType()),
+    ]
+)
+_DECISION_COLUMNS = {"compliant": COMPLIANT, "violating": VIOLATING, "audit_only": AUDIT_ONLY}
+_COUNTED = ("topics", "compliant", "violating", "audit_only", "violations")
+
+
+def _write_tables(
+    spark: SparkSession,
+    evaluated: DataFrame,
+    clusters: Mapping[str, InMemoryCluster],
+    skipped: Mapping[str, int],
+    out: str,
+) -> _Results:
+    base = out.rstrip("/")
+    evaluated.drop("violations").write.mode("overwrite").parquet(f"{base}/topics")
+    violations = evaluated.select(
+        "cluster_id", "topic", F.posexplode("violations").alias("position", "v")
+    ).select("cluster_id", "topic", "position", "v.rule", "v.mode", "v.message")
+    violations.drop("position").write.mode("overwrite").parquet(f"{base}/violations")
+
+    counts = {
+        r["cluster_id"]: r.asDict()
+        for r in evaluated.groupBy("cluster_id")
+        .agg(
+            F.count("*").alias("topics"),
+            *(
+                F.sum((F.col("decision") == decision).cast("long")).alias(column)
+                for column, decision in _DECISION_COLUMNS.items()
+            ),
+            F.sum(F.size("violations")).alias("violations"),
+        )
+        .collect()
+    }
+    rows = [
+        {
+            "cluster_id": cluster_id,
+            "brokers": clusters[cluster_id].broker_count(),
+            **{key: counts.get(cluster_id, {}).get(key, 0) for key in _COUNTED},
+            "skipped_internal": skipped[cluster_id],
+        }
+        for cluster_id in sorted(clusters)
+    ]
+    spark.createDataFrame(
+        [tuple(r[f] for f in CLUSTERS.fieldNames()) for r in rows], CLUSTERS
+    ).write.mode("overwrite").parquet(f"{base}/clusters")
+
+    by_rule = violations.groupBy("rule", "mode").agg(
+        F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
+    )
+    shown = violations.orderBy("cluster_id", "topic", "position").limit(VIOLATIONS_SHOWN)
+    return _Results(
+        rows,
+        [r.asDict() for r in by_rule.collect()],
+        [r.asDict() for r in shown.drop("position").collect()],
+    )
+
+
+def _summary(
+    policy_file: str, snapshots: Sequence[str], principal: str, out: str, results: _Results
+) -> dict[str, Any]:
+    totals = {key: sum(r[key] for r in results.clusters) for key in (*_COUNTED, "skipped_internal")}
+    by_rule: Counter[str] = Counter()
+    for r in results.by_rule:
+        by_rule[r["rule"]] += r["violations"]
+    return {
+        "job": "scan",
+        "policy": policy_file,
+        "snapshots": list(snapshots),
+        "principal": principal,
+        "out": out,
+        "clusters": len(results.clusters),
+        **totals,
+        "violations_by_rule": dict(by_rule),
+        "by_cluster": {
+            r["cluster_id"]: {k: v for k, v in r.items() if k != "cluster_id"}
+            for r in results.clusters
+        },
+    }
+
+
+def _html(summary: Mapping[str, Any], results: _Results) -> Report:
+    principal = summary["principal"]
+    notes = [
+        f"Policy {summary['policy']}; snapshots: {', '.join(summary['snapshots'])}.",
+        f"Every topic is evaluated as if {principal} created it now, with its current "
+        "partition count, replication factor and configs, in the cluster made of the other "
+        "topics of its snapshot. Existing topics have no creator: rules that select "
+        f"principals apply as they would to {principal}.",
+        "Replica placement counts as the broker's, so rules against explicit assignments flag "
+        "no existing topic. Configs set on the topic (DYNAMIC_TOPIC_CONFIG) count as set in "
+        "the request; the others as the broker defaults the topic gets.",
+        "A cluster over a cluster-wide limit has every topic flagged by that rule: none of "
+        "them could be created today.",
+        f"Internal topics are not evaluated: {summary['skipped_internal']:,} skipped.",
+    ]
+    parts: list[Table | Chart] = []
+    if results.by_rule:
+        largest = sorted(results.by_rule, key=lambda r: -r["violations"])
+        parts.append(
+            bar_chart(
+                "Violations by rule",
+                [r["rule"] for r in largest],
+                [r["violations"] for r in largest],
+                "violations",
+            )
+        )
+    parts.append(
+        Table(
+            "Rules",
+            ("rule", "mode", "violations", "topics"),
+            [(r["rule"], r["mode"], r["violations"], r["topics"]) for r in results.by_rule],
+            empty="no topic breaks the policy",
+        )
+    )
+    parts.append(
+        Table(
+            "Clusters",
+            (
+                "cluster",
+                "brokers",
+                "topics",
+                "compliant",
+                "violating",
+                "audit-only",
+                "internal skipped",
+                "violations",
+            ),
+            [
+                (
+                    r["cluster_id"],
+                    r["brokers"],
+                    r["topics"],
+                    r["compliant"],
+                    r["violating"],
+                    r["audit_only"],
+                    r["skipped_internal"],
+                    r["violations"],
+                )
+                for r in results.clusters
+            ],
+        )
+    )
+    total = summary["violations"]
+    title = "Violations"
+    if total > len(results.shown):
+        title = f"Violations: the first {len(results.shown):,} of {total:,} (all in violations/)"
+    parts.append(
+        Table(
+            title,
+            ("cluster", "topic", "rule", "mode", "message"),
+            [
+                (r["cluster_id"], r["topic"], r["rule"], r["mode"], r["message"])
+                for r in results.shown
+            ],
+            empty="no violations",
+        )
+    )
+    figures = [
+        ("Clusters", summary["clusters"]),
+        ("Topics scanned", summary["topics"]),
+        ("Violating", summary["violating"]),
+        ("Audit-only", summary["audit_only"]),
+        ("Compliant", summary["compliant"]),
+        ("Internal skipped", summary["skipped_internal"]),
+        ("Violations", total),
+    ]
+    return Report("Policy scan of existing topics", figures, notes, parts)
