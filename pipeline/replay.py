@@ -1,0 +1,738 @@
+"""The `replay` job: if this candidate policy had been in place, which decisions would change?
+
+Every recorded per-topic request is evaluated again with the candidate policy, in Python on the
+executors (an Arrow UDF over the raw request JSON), and compared with the recorded decision.
+
+Cluster facts. An event carries the request as the proxy resolved it: the topic's current
+state when the recorded policy needed it, and the broker defaults folded into the requested
+configs when it needed those. It never carries cluster-wide facts (topic names, broker count,
+total partitions). For each request the candidate's `needs()` are checked against what the
+event carries (`missing_facts`):
+
+- nothing missing: the recorded request is evaluated as it is;
+- something missing and no snapshot: the new decision is `unknown`, with the facts named in
+  `reason`, never a guess;
+- something missing and one snapshot: the snapshot supplies it. The event's own current state
+  wins over the snapshot's state of that topic (also in the snapshot's total partitions and
+  topic names); a missing current state or broker defaults are resolved from the snapshot as
+  the proxy would (a non-create whose topic the snapshot lacks is denied by `cluster-state`,
+  as the proxy denies it). Events carry no cluster id, so snapshots of several clusters are
+  refused rather than matched by guesswork.
+
+A request that cannot be parsed or evaluated becomes `error`, with the reason; none is dropped.
+
+Outputs under `out/` (Parquet, overwritten), plus `replay.html` and `summary.json`:
+
+- `decisions`: time, principal, client_id, api, action, topic, validate_only, old_decision,
+  old_rules, new_decision, new_rules, new_messages, flip, flip_rules, reason. Decisions are the
+  audit log's (allowed, denied, audit-would-deny) plus `unknown` and `error`. `flip` is
+  `allow->deny`, `deny->allow`, `none`, `unknown` or `error`; audit-would-deny counts as allowed
+  (the request went through). `flip_rules` are the rules behind a flip: for allow->deny the
+  candidate's enforce-mode violations, for deny->allow the recorded enforce-mode violations
+  (which no longer deny); empty otherwise.
+- `flips`: flip, rule, principal, requests: allow->deny and deny->allow requests per rule in
+  `flip_rules` and principal (a request flipped by two rules counts once for each).
+- `malformed`: source, problem, lines: audit lines that are not good events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.functions import arrow_udf
+
+from pipeline.audit_events import read_audit
+from pipeline.evaluation import CLUSTER_STATE_RULE, cluster_json, compiled, shipped_cluster
+from pipeline.html_report import Chart, Report, Table, bar_chart, render
+from pipeline.output import write_text
+from pipeline.snapshots import SnapshotError, read_clusters
+from policy.builders import resolve
+from policy.cluster import ClusterState, InMemoryCluster
+from policy.engine import CompiledPolicy
+from policy.model import (
+    Action,
+    AlterKind,
+    ConfigMap,
+    ConfigOp,
+    ConfigSource,
+    Decision,
+    Fact,
+    Mode,
+    Principal,
+    RequestedState,
+    TopicRequest,
+    TopicState,
+)
+from proxy.audit import outcome
+
+UNKNOWN = "unknown"
+ERROR = "error"
+ALLOW_TO_DENY = "allow->deny"
+DENY_TO_ALLOW = "deny->allow"
+NO_FLIP = "none"
+ALLOWED = ("allowed", "audit-would-deny")
+NEW_DECISIONS = ("allowed", "audit-would-deny", "denied", UNKNOWN, ERROR)
+FLIPS = (NO_FLIP, ALLOW_TO_DENY, DENY_TO_ALLOW, UNKNOWN, ERROR)
+MALFORMED_SCHEMA = "source string, problem string, lines long"
+TABLES = ("decisions", "flips", "malformed")
+SAMPLE_ROWS = 100
+TABLE_ROWS = 50
+CHART_RULES = 20
+
+# Facts the checks read from the cluster itself; an audit event never records them.
+CLUSTER_WIDE = frozenset({Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS})
+# Facts `resolve` folds into the request itself.
+ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS})
+
+RESULT = pa.struct(
+    [
+        pa.field("decision", pa.string()),
+        pa.field("rules", pa.list_(pa.string())),
+        pa.field("messages", pa.list_(pa.string())),
+        pa.field("denying", pa.list_(pa.string())),
+        pa.field("reason", pa.string()),
+    ]
+)
+RESULT_DDL = (
+    "decision string, rules array<string>, messages array<string>, denying array<string>, "
+    "reason string"
+)
+
+Row = tuple[str, list[str], list[str], list[str], str | None]
+_REQUESTED = ',"requested":'
+_CURRENT = ',"current":'
+_NO_OFFSETS = ',"record_offsets":[]}'
+# Enum lookups by value without EnumType.__call__, which costs more than the rest of a field.
+_ACTIONS = {a.value: a for a in Action}
+_ALTER_KINDS = {k.value: k for k in AlterKind}
+_NONE: list[str] = []  # shared by every row without violations; never mutated
+_EMPTY_CLUSTER = InMemoryCluster()
+
+
+def defaults_folded(request: TopicRequest) -> bool | None:
+    """Whether the broker defaults are in the recorded requested state; None if they can't matter.
+
+    Defaults matter for a create and a full config replacement (every config not named takes
+    its default), and for an incremental alter that resets a config or whose current state is
+    unknown. `current.configs` are effective configs, so they already hold the defaults.
+    """
+    requested = request.requested
+    if request.action is not Action.CREATE:
+        if request.alter_kind is not AlterKind.CONFIGS:
+            return None
+        if requested.config_source is ConfigSource.INCREMENTAL and request.current is not None:
+            last = {c.name: c.op for c in requested.changes}
+            reset = [name for name, op in last.items() if op is ConfigOp.DELETE]
+            if not reset:
+                return None
+            # Reset to its default, a config stays; without a default to go back to, it is gone.
+            return any(name in requested.configs for name in reset)
+    # Without defaults the effective configs hold only the named ones.
+    named = requested.named
+    return any(key not in named for key in requested.configs)
+
+
+def missing_facts(request: TopicRequest, needs: frozenset[Fact]) -> frozenset[Fact]:
+    """The facts among `needs` that the recorded request does not carry."""
+    missing = needs & CLUSTER_WIDE
+    if (
+        Fact.TOPIC_STATE in needs
+        and request.current is None
+        and request.action is not Action.CREATE
+    ):
+        missing |= {Fact.TOPIC_STATE}
+    if Fact.BROKER_DEFAULTS in needs and defaults_folded(request) is False:
+        missing |= {Fact.BROKER_DEFAULTS}
+    return missing
+
+
+@dataclass(frozen=True, slots=True)
+class WithTopic:
+    """A snapshot in which one topic has the state an event recorded: the event's state wins."""
+
+    base: InMemoryCluster
+    state: TopicState
+
+    def topic(self, name: str) -> TopicState | None:
+        """The recorded state for the event's topic, else the snapshot's."""
+        return self.state if name == self.state.name else self.base.topic(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicState | None:
+        """The recorded state for the event's topic id, else the snapshot's."""
+        return self.state if topic_id == self.state.topic_id else self.base.topic_by_id(topic_id)
+
+    def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
+        """The snapshot's names, with the event's topic (it existed when the event was made)."""
+        names = self.base.topic_names(include_internal=include_internal)
+        if self.state.name in names or (self.state.internal and not include_internal):
+            return names  # the same set each time: rules cache indexes by its identity
+        return names | {self.state.name}
+
+    def broker_count(self) -> int:
+        """The snapshot's broker count."""
+        return self.base.broker_count()
+
+    def broker_default_configs(self) -> ConfigMap:
+        """The snapshot's broker defaults."""
+        return self.base.broker_default_configs()
+
+    def total_partitions(self) -> int:
+        """The snapshot's total, with the event's topic counted as recorded."""
+        known = self.base.topic(self.state.name)
+        before = known.partitions if known is not None else 0
+        return self.base.total_partitions() - before + self.state.partitions
+
+
+class RequestParser:
+    """Request JSON text -> TopicRequest, parsing each distinct requested and current state once.
+
+    Most of a request's text is its requested and current states, and few distinct ones recur
+    across many events. The proxy writes the keys in `TopicRequest.to_dict()` order, so these
+    parts are cut out of the text at their keys and parsed once per distinct text (bounded
+    caches). A cut is trusted only if each part parses as exactly one JSON object (a cut
+    inside a value leaves unbalanced braces); anything else (another key order, extra keys,
+    record offsets) is parsed whole by `TopicRequest.from_dict`, which gives the same request.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._requested: dict[str, RequestedState] = {}
+        self._current: dict[str, TopicState | None] = {"null": None}
+
+    def parse(self, text: str) -> TopicRequest:
+        """Parse one request's JSON text."""
+        if text.endswith(_NO_OFFSETS):
+            end = len(text) - len(_NO_OFFSETS)
+            at_current = text.rfind(_CURRENT, 0, end)
+            at_requested = text.rfind(_REQUESTED, 0, at_current)
+            if at_requested > 0:
+                try:
+                    head = _object(text[:at_requested] + "}")
+                    requested = self._requested_state(
+                        text[at_requested + len(_REQUESTED) : at_current]
+                    )
+                    current = self._current_state(text[at_current + len(_CURRENT) : end])
+                    # The other fields as TopicRequest.from_dict reads them.
+                    kind = head.get("alter_kind")
+                    return TopicRequest(
+                        topic=head.get("topic"),
+                        action=_ACTIONS[head["action"]],
+                        principal=Principal.from_dict(head.get("principal") or {}),
+                        topic_id=head.get("topic_id"),
+                        alter_kind=None if kind is None else _ALTER_KINDS[kind],
+                        validate_only=head.get("validate_only", False),
+                        requested=requested,
+                        current=current,
+                    )
+                except (ValueError, TypeError, AttributeError, KeyError):
+                    pass  # not cut at the top-level keys, or not valid: parse it whole
+        return TopicRequest.from_dict(json.loads(text))
+
+    def _requested_state(self, text: str) -> RequestedState:
+        requested = self._requested.get(text)
+        if requested is None:
+            requested = RequestedState.from_dict(_object(text))
+            self._store(self._requested, text, requested)
+        return requested
+
+    def _current_state(self, text: str) -> TopicState | None:
+        try:
+            return self._current[text]
+        except KeyError:
+            current = TopicState.from_dict(_object(text))
+            self._store(self._current, text, current)
+            return current
+
+    def _store(self, cache: dict[str, Any], key: str, value: Any) -> None:
+        if len(cache) >= self._size:
+            cache.clear()  # a new working set: start over rather than track recency
+        cache[key] = value
+
+
+def _object(text: str) -> dict[str, Any]:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise TypeError("not a JSON object")
+    return data
+
+
+class Replayer:
+    """Replays recorded requests with the candidate policy and, if given, a snapshot cluster."""
+
+    def __init__(self, policy: CompiledPolicy, cluster: InMemoryCluster | None) -> None:
+        self.policy = policy
+        self.cluster = cluster
+        self._reasons: dict[frozenset[Fact], str] = {}
+        self._parser = RequestParser()
+
+    def replay(self, text: str | None) -> Row:
+        """One request's JSON text -> new decision, rules, messages, denying rules, reason."""
+        try:
+            if text is None:
+                raise ValueError("the event has no request")
+            request = self._parser.parse(text)
+            needs = self.policy.needs(request)
+            missing = missing_facts(request, needs) if needs else needs
+            if not missing:
+                return _row(self.policy.evaluate(request, self.cluster or _EMPTY_CLUSTER), None)
+            if self.cluster is None:
+                return (UNKNOWN, _NONE, _NONE, _NONE, self._reason(missing))
+            return self._with_snapshot(request, needs, missing, self.cluster)
+        except Exception as exc:
+            return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
+
+    def batch(self, texts: pa.Array) -> pa.StructArray:
+        """Replay a batch of request JSON texts."""
+        decisions: list[str] = []
+        rules: list[list[str]] = []
+        messages: list[list[str]] = []
+        denying: list[list[str]] = []
+        reasons: list[str | None] = []
+        replay = self.replay
+        for text in texts.to_pylist():
+            decision, rule, message, deny, reason = replay(text)
+            decisions.append(decision)
+            rules.append(rule)
+            messages.append(message)
+            denying.append(deny)
+            reasons.append(reason)
+        columns = [decisions, rules, messages, denying, reasons]
+        return pa.StructArray.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, RESULT, strict=True)], fields=list(RESULT)
+        )
+
+    def _with_snapshot(
+        self,
+        request: TopicRequest,
+        needs: frozenset[Fact],
+        missing: frozenset[Fact],
+        snapshot: InMemoryCluster,
+    ) -> Row:
+        cluster: ClusterState = snapshot
+        if request.current is not None:
+            cluster = WithTopic(snapshot, request.current)
+        if missing & ON_REQUEST:
+            # Recomputed from the recorded changes: defaults already folded in are folded again
+            # (from the snapshot), never applied on top of themselves.
+            facts = (needs | {Fact.BROKER_DEFAULTS}) if defaults_folded(request) else needs
+            request = resolve(request, cluster, facts)
+            if (
+                request.current is None
+                and request.action is not Action.CREATE
+                and Fact.TOPIC_STATE in self.policy.needs(request)
+            ):
+                message = (
+                    f"[{CLUSTER_STATE_RULE}] topic {request.name!r} is not in the cluster "
+                    "metadata the proxy read; denied because the policy needs its current state"
+                )
+                rule = [CLUSTER_STATE_RULE]
+                return ("denied", rule, [message], rule, "the topic is not in the snapshot")
+        return _row(self.policy.evaluate(request, cluster), self._reason(missing, snapshot=True))
+
+    def _reason(self, missing: frozenset[Fact], *, snapshot: bool = False) -> str:
+        reason = self._reasons.get(missing)
+        if reason is None:
+            names = ", ".join(sorted(f.value for f in missing))
+            if snapshot:
+                reason = f"cluster facts from the snapshot: {names}"
+            else:
+                reason = f"needs cluster facts: {names}; pass --snapshot"
+            self._reasons[missing] = reason
+        return reason
+
+
+def _row(decision: Decision, reason: str | None) -> Row:
+    violations = decision.violations
+    if not violations:
+        return ("allowed", _NONE, _NONE, _NONE, reason)
+    return (
+        outcome(decision),
+        [v.rule for v in violations],
+        [v.message for v in violations],
+        [v.rule for v in violations if v.mode is Mode.ENFORCE],
+        reason,
+    )
+
+
+def replay_udf(
+    policy_text: str, policy_name: str, cluster_text: str | None
+) -> Callable[[Column], Column]:
+    """The Arrow UDF: request JSON -> struct<decision, rules, messages, denying, reason>."""
+
+    def replay(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        # Compiled once per worker process and reused by every task and batch.
+        cluster = None if cluster_text is None else shipped_cluster(cluster_text)
+        replayer = Replayer(compiled(policy_text, policy_name), cluster)
+        for texts in batches:
+            yield replayer.batch(texts)
+
+    # The kind (iterator of arrays) comes from the type hints; the stubs only know it spelled out.
+    return arrow_udf(replay, RESULT_DDL)  # type: ignore[call-overload, no-any-return]
+
+
+def flip_column(old: Column, new: Column) -> Column:
+    """allow->deny, deny->allow, none, or the new decision when it is unknown or error."""
+    was, now = old.isin(*ALLOWED), new.isin(*ALLOWED)
+    return (
+        F.when(new.isin(UNKNOWN, ERROR), new)
+        .when(was & ~now, F.lit(ALLOW_TO_DENY))
+        .when(~was & now, F.lit(DENY_TO_ALLOW))
+        .otherwise(F.lit(NO_FLIP))
+    )
+
+
+def replay_lines(
+    spark: SparkSession,
+    policy_text: str,
+    policy_name: str,
+    audit: Sequence[str],
+    cluster: str | None,
+) -> DataFrame:
+    """Every audit line: source, problem and line for bad ones, the decision columns for good."""
+    lines = read_audit(spark, audit).lines
+    good = F.col("problem").isNull()
+    evaluate = replay_udf(policy_text, policy_name, cluster)
+    enforced = F.filter("violations", lambda v: v["mode"] == "enforce")
+    staged = lines.select(
+        "source",
+        "problem",
+        F.col("_corrupt_record").alias("line"),
+        "time",
+        "principal",
+        "client_id",
+        "api",
+        "action",
+        "topic",
+        "validate_only",
+        F.col("decision").alias("old_decision"),
+        F.col("violations.rule").alias("old_rules"),
+        F.transform(enforced, lambda v: v["rule"]).alias("old_denying"),
+        # Bad lines skip the evaluation (a null request comes back as an error, then dropped).
+        evaluate(F.when(good, F.col("request"))).alias("new"),
+    )
+    flip = flip_column(F.col("old_decision"), F.col("new.decision"))
+    no_rules = F.array().cast("array<string>")
+    return staged.select(
+        "source",
+        "problem",
+        "line",
+        "time",
+        "principal",
+        "client_id",
+        "api",
+        "action",
+        "topic",
+        "validate_only",
+        "old_decision",
+        "old_rules",
+        F.col("new.decision").alias("new_decision"),
+        F.col("new.rules").alias("new_rules"),
+        F.col("new.messages").alias("new_messages"),
+        flip.alias("flip"),
+        F.when(flip == ALLOW_TO_DENY, F.col("new.denying"))
+        .when(flip == DENY_TO_ALLOW, F.col("old_denying"))
+        .otherwise(no_rules)
+        .alias("flip_rules"),
+        F.col("new.reason").alias("reason"),
+    )
+
+
+DECISION_COLUMNS = (
+    "time",
+    "principal",
+    "client_id",
+    "api",
+    "action",
+    "topic",
+    "validate_only",
+    "old_decision",
+    "old_rules",
+    "new_decision",
+    "new_rules",
+    "new_messages",
+    "flip",
+    "flip_rules",
+    "reason",
+)
+
+
+def flip_counts(decisions: DataFrame) -> DataFrame:
+    """flip, rule, principal, requests: allow->deny and deny->allow by rule and principal."""
+    return (
+        decisions.where(F.col("flip").isin(ALLOW_TO_DENY, DENY_TO_ALLOW))
+        .select("flip", "principal", F.explode_outer("flip_rules").alias("rule"))
+        .groupBy("flip", "rule", "principal")
+        .agg(F.count(F.lit(1)).alias("requests"))
+        .orderBy("flip", F.desc("requests"), "rule", "principal")
+        .coalesce(1)
+    )
+
+
+def run_replay(
+    spark: SparkSession,
+    policy_file: str,
+    audit: Sequence[str],
+    out: str,
+    snapshots: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Replay the audit logs with the candidate policy; write the outputs and return the summary."""
+    policy_text = Path(policy_file).read_text(encoding="utf-8")
+    compiled(policy_text, policy_file)  # PolicyError, naming the file, before any Spark work
+    cluster_id, cluster = _snapshot_cluster(spark, snapshots)
+    base = out.rstrip("/")
+    outputs = {name: f"{base}/{name}" for name in TABLES}
+    shipped = None if cluster is None else cluster_json(cluster)
+    lines = replay_lines(spark, policy_text, policy_file, audit, shipped)
+    # The one pass that evaluates: the decisions, with the counts observed on the way.
+    observation = Observation("replay")
+    observed = lines.observe(observation, *_counts())
+    decisions = observed.where(F.col("problem").isNull()).select(*DECISION_COLUMNS)
+    decisions.write.mode("overwrite").parquet(outputs["decisions"])
+    counts = {k: int(v) for k, v in observation.get.items()}
+    malformed = _malformed(spark, audit, counts["malformed"])
+    malformed.write.mode("overwrite").parquet(outputs["malformed"])
+    written = spark.read.parquet(outputs["decisions"])
+    flip_counts(written).write.mode("overwrite").parquet(outputs["flips"])
+    facts = _collect_facts(spark, written, outputs)
+    outputs["report"] = f"{base}/replay.html"
+    outputs["summary"] = f"{base}/summary.json"
+    summary = _summary(
+        counts,
+        facts,
+        policy_file=policy_file,
+        snapshots=snapshots,
+        cluster_id=cluster_id,
+        outputs=outputs,
+    )
+    write_text(spark, base, "replay.html", render(_html(facts, summary, audit)))
+    write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def _counts() -> list[Column]:
+    good = F.col("problem").isNull()
+    flip, decision = F.col("flip"), F.col("new_decision")
+    counts = [
+        F.count_if(good).alias("requests"),
+        F.count_if(~good).alias("malformed"),
+        F.count_if(good & (flip == NO_FLIP) & (F.col("old_rules") != F.col("new_rules"))).alias(
+            "rules_changed"
+        ),
+    ]
+    counts += [F.count_if(good & (flip == f)).alias(f"flip:{f}") for f in FLIPS]
+    counts += [F.count_if(good & (decision == d)).alias(f"new:{d}") for d in NEW_DECISIONS]
+    return counts
+
+
+def _malformed(spark: SparkSession, audit: Sequence[str], count: int) -> DataFrame:
+    """source, problem, lines; the input is read again only if the replay saw bad lines."""
+    if not count:
+        return spark.createDataFrame([], MALFORMED_SCHEMA)
+    return (
+        read_audit(spark, audit)
+        .malformed.groupBy("source", "problem")
+        .agg(F.count(F.lit(1)).alias("lines"))
+        .orderBy(F.desc("lines"), "source", "problem")
+        .coalesce(1)
+    )
+
+
+def _snapshot_cluster(
+    spark: SparkSession, snapshots: Sequence[str]
+) -> tuple[str | None, InMemoryCluster | None]:
+    if not snapshots:
+        return None, None
+    clusters = read_clusters(spark, snapshots)
+    if len(clusters) != 1:
+        found = ", ".join(sorted(clusters)) or "none"
+        raise SnapshotError(
+            f"replay needs the snapshot of exactly one cluster (found: {found}): audit events "
+            "carry no cluster id, so events cannot be matched to one of several clusters; "
+            "replay each cluster's audit logs with its own snapshot"
+        )
+    ((cluster_id, cluster),) = clusters.items()
+    return cluster_id, cluster
+
+
+def _collect_facts(
+    spark: SparkSession, decisions: DataFrame, outputs: dict[str, str]
+) -> dict[str, Any]:
+    by_rule = (
+        spark.read.parquet(outputs["flips"])
+        .groupBy("flip", "rule")
+        .agg(F.sum("requests").alias("requests"), F.count(F.lit(1)).alias("principals"))
+        .orderBy("flip", F.desc("requests"), "rule")
+        .collect()
+    )
+    flipped = decisions.where(F.col("flip").isin(ALLOW_TO_DENY, DENY_TO_ALLOW))
+    by_principal = (
+        flipped.groupBy("flip", "principal")
+        .agg(F.count(F.lit(1)).alias("requests"))
+        .orderBy(F.desc("requests"), "flip", "principal")
+        .limit(TABLE_ROWS)
+        .collect()
+    )
+    sample = (
+        flipped.orderBy("time", "principal", "topic")
+        .select(
+            F.unix_micros("time").alias("micros"),
+            "flip",
+            "principal",
+            "topic",
+            "action",
+            "old_rules",
+            "new_messages",
+        )
+        .limit(SAMPLE_ROWS)
+        .collect()
+    )
+    reasons = []
+    for flip, limit in ((UNKNOWN, None), (ERROR, TABLE_ROWS)):
+        # Unknown reasons name sets of facts, so they are few; error reasons quote bad values.
+        counted = (
+            decisions.where(F.col("flip") == flip)
+            .groupBy("flip", "reason")
+            .agg(F.count(F.lit(1)).alias("requests"))
+            .orderBy(F.desc("requests"), "reason")
+        )
+        reasons += (counted if limit is None else counted.limit(limit)).collect()
+    malformed = spark.read.parquet(outputs["malformed"]).collect()
+    return {
+        "by_rule": [r.asDict() for r in by_rule],
+        "by_principal": [r.asDict() for r in by_principal],
+        "sample": [r.asDict() for r in sample],
+        "reasons": [r.asDict() for r in reasons],
+        "malformed": [r.asDict() for r in malformed],
+    }
+
+
+def _summary(
+    counts: dict[str, int],
+    facts: dict[str, Any],
+    *,
+    policy_file: str,
+    snapshots: Sequence[str],
+    cluster_id: str | None,
+    outputs: dict[str, str],
+) -> dict[str, Any]:
+    reasons = [r for r in facts["reasons"] if r["flip"] == UNKNOWN]
+    return {
+        "policy": policy_file,
+        "snapshot": {"paths": list(snapshots), "cluster_id": cluster_id} if snapshots else None,
+        "requests": counts["requests"],
+        "unchanged": counts[f"flip:{NO_FLIP}"],
+        "rules_changed": counts["rules_changed"],
+        "allow_to_deny": counts[f"flip:{ALLOW_TO_DENY}"],
+        "deny_to_allow": counts[f"flip:{DENY_TO_ALLOW}"],
+        "unknown": counts[f"flip:{UNKNOWN}"],
+        "errors": counts[f"flip:{ERROR}"],
+        "malformed_lines": counts["malformed"],
+        "new_decisions": {d: counts[f"new:{d}"] for d in NEW_DECISIONS},
+        "unknown_reasons": {r["reason"]: r["requests"] for r in reasons},
+        "outputs": outputs,
+    }
+
+
+def _time(micros: int) -> str:
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) -> Report:
+    snapshot = summary["snapshot"]
+    notes = [
+        f"Candidate policy: {summary['policy']}. Input: {', '.join(audit)}.",
+        "A flip compares whether the request would go through: audit-would-deny counts as "
+        "allowed. allow->deny flips are attributed to the candidate's enforce-mode rules, "
+        "deny->allow flips to the recorded enforce-mode rules that no longer deny.",
+    ]
+    if snapshot is None:
+        notes.append(
+            "No snapshot: requests for which the candidate needs cluster facts that audit "
+            "events do not record (topic names, broker count, total partitions, or a topic "
+            "state or broker defaults the recorded policy did not fetch) are unknown. Pass "
+            "--snapshot to decide them."
+        )
+    else:
+        notes.append(
+            f"Cluster facts the events do not record come from the snapshot of cluster "
+            f"{snapshot['cluster_id']} ({', '.join(snapshot['paths'])}); each event's own "
+            "topic state wins over the snapshot's."
+        )
+    to_deny = [r for r in facts["by_rule"] if r["flip"] == ALLOW_TO_DENY]
+    parts: list[Table | Chart] = []
+    if to_deny:
+        top = to_deny[:CHART_RULES]
+        parts.append(
+            bar_chart(
+                "allow->deny flips by rule",
+                [r["rule"] or "(none)" for r in top],
+                [r["requests"] for r in top],
+                "requests that would be denied",
+            )
+        )
+    parts += [
+        Table(
+            "Flips by rule",
+            ["flip", "rule", "requests", "principals"],
+            [[r["flip"], r["rule"], r["requests"], r["principals"]] for r in facts["by_rule"]],
+            "no flips",
+        ),
+        Table(
+            f"Flips by principal (the top {TABLE_ROWS})",
+            ["flip", "principal", "requests"],
+            [[r["flip"], r["principal"], r["requests"]] for r in facts["by_principal"]],
+            "no flips",
+        ),
+        Table(
+            f"Flipped requests (the first {SAMPLE_ROWS} by time)",
+            ["time", "flip", "principal", "topic", "action", "recorded rules", "new violations"],
+            [
+                [
+                    _time(r["micros"]),
+                    r["flip"],
+                    r["principal"],
+                    r["topic"],
+                    r["action"],
+                    ", ".join(r["old_rules"]),
+                    "; ".join(r["new_messages"]),
+                ]
+                for r in facts["sample"]
+            ],
+            "no flips",
+        ),
+        Table(
+            f"Unknown and failed replays by reason (the top {TABLE_ROWS})",
+            ["new decision", "reason", "requests"],
+            [[r["flip"], r["reason"], r["requests"]] for r in facts["reasons"]],
+            "every request was replayed",
+        ),
+        Table(
+            "Malformed lines by file and reason",
+            ["file", "reason", "lines"],
+            [[r["source"], r["problem"], r["lines"]] for r in facts["malformed"]],
+            "no malformed lines",
+        ),
+    ]
+    return Report(
+        "Policy replay: what the candidate policy would change",
+        figures=[
+            ("requests", summary["requests"]),
+            ("unchanged", summary["unchanged"]),
+            ("allow->deny", summary["allow_to_deny"]),
+            ("deny->allow", summary["deny_to_allow"]),
+            ("unknown", summary["unknown"]),
+            ("errors", summary["errors"]),
+            ("malformed lines", summary["malformed_lines"]),
+        ],
+        notes=notes,
+        parts=parts,
+    )

@@ -1,0 +1,351 @@
+"""The replay job: the recorded policy flips nothing; stricter and looser ones flip exactly what
+they should; cluster facts the events lack give `unknown`; bad input is counted, never dropped."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+
+from pipeline.evaluation import CLUSTER_STATE_RULE
+from pipeline.replay import Replayer, RequestParser, defaults_folded, missing_facts, run_replay
+from pipeline.snapshots import SnapshotError
+from policy.cluster import InMemoryCluster
+from policy.loader import PolicyError, load_policy
+from policy.model import Fact, TopicRequest
+from proxy.enforcement import CLUSTER_STATE_RULE as PROXY_CLUSTER_STATE_RULE
+from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "policy.yaml"
+EVENTS = 1500
+ALLOWED = ("allowed", "audit-would-deny")
+CLUSTER_WIDE = {Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS}
+
+
+@pytest.fixture(scope="module")
+def events() -> list[dict[str, Any]]:
+    policy = load_policy(EXAMPLE.read_text(), str(EXAMPLE))
+    return list(generate_events(policy, example_cluster(), EVENTS, seed=7))
+
+
+@pytest.fixture(scope="module")
+def audit(events: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("audit")
+    write_events(directory / "audit.jsonl", events)
+    return directory
+
+
+def write_snapshot(path: Path, cluster: InMemoryCluster, cluster_id: str = "example") -> Path:
+    """The cluster in the snapshot format pipeline/snapshots.py reads (docs/snapshot.md)."""
+    lines: list[dict[str, Any]] = [
+        {
+            "kind": "cluster",
+            "schema": 1,
+            "cluster_id": cluster_id,
+            "taken_at": "2026-10-01T00:00:00.000000Z",
+            "brokers": [{"id": i, "host": "b", "port": 9092} for i in range(cluster.brokers)],
+            "defaults": dict(cluster.defaults),
+        }
+    ]
+    lines += [{"kind": "topic", "cluster_id": cluster_id, **t.to_dict()} for t in cluster.topics]
+    lines.append({"kind": "end", "cluster_id": cluster_id, "topics": len(cluster.topics)})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_snapshot(tmp_path_factory.mktemp("snapshot") / "s.jsonl", example_cluster())
+
+
+def decisions(spark: SparkSession, out: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The decisions table by (time, topic): one event every 7 s, so the key is unique."""
+    rows = spark.read.parquet(str(out / "decisions")).collect()
+    by_key = {(r["time"].strftime("%Y-%m-%dT%H:%M:%S.%fZ"), r["topic"]): r.asDict() for r in rows}
+    assert len(by_key) == len(rows)
+    return by_key
+
+
+def key(event: dict[str, Any]) -> tuple[str, str]:
+    return event["time"], event["topic"]
+
+
+def enforced(event: dict[str, Any]) -> list[str]:
+    return [v["rule"] for v in event["violations"] if v["mode"] == "enforce"]
+
+
+def candidate(tmp_path: Path, name: str, edit: Any) -> Path:
+    document = yaml.safe_load(EXAMPLE.read_text())
+    edit(document)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_the_recorded_policy_flips_nothing_with_a_snapshot(
+    spark: SparkSession, audit: Path, snapshot: Path, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    summary = run_replay(spark, str(EXAMPLE), [str(audit)], str(tmp_path), [str(snapshot)])
+    rows = decisions(spark, tmp_path)
+    assert len(rows) == EVENTS
+    actions = set()
+    for event in events:
+        row = rows[key(event)]
+        actions.add((event["action"], event["request"]["alter_kind"]))
+        assert row["new_decision"] == row["old_decision"] == event["decision"], event
+        assert row["new_rules"] == row["old_rules"] == [v["rule"] for v in event["violations"]]
+        assert row["new_messages"] == [v["message"] for v in event["violations"]]
+        assert row["flip"] == "none"
+        assert row["flip_rules"] == []
+    # Every action the generator makes, each with a cluster-wide rule somewhere in the policy.
+    assert len(actions) == 6
+    assert summary["snapshot"] == {"paths": [str(snapshot)], "cluster_id": "example"}
+    assert summary["requests"] == summary["unchanged"] == EVENTS
+    assert summary["allow_to_deny"] == summary["deny_to_allow"] == summary["unknown"] == 0
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+
+
+def test_without_a_snapshot_exactly_the_requests_needing_cluster_facts_are_unknown(
+    spark: SparkSession, audit: Path, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    policy = load_policy(EXAMPLE.read_text(), str(EXAMPLE))
+    summary = run_replay(spark, str(EXAMPLE), [str(audit)], str(tmp_path))
+    rows = decisions(spark, tmp_path)
+    unknown = Counter()
+    for event in events:
+        request = TopicRequest.from_dict(event["request"])
+        needs = policy.needs(request)
+        # The events were judged by this policy, so it fetched every fact it needed: only the
+        # cluster-wide ones (never recorded) are missing, or a topic state it did not find.
+        lacking = needs & CLUSTER_WIDE
+        if Fact.TOPIC_STATE in needs and request.current is None and event["action"] != "create":
+            lacking.add(Fact.TOPIC_STATE)
+        row = rows[key(event)]
+        if lacking:
+            names = ", ".join(sorted(f.value for f in lacking))
+            assert row["new_decision"] == row["flip"] == "unknown", event
+            assert row["reason"] == f"needs cluster facts: {names}; pass --snapshot"
+            assert row["new_rules"] == []
+            unknown[event["action"], event["request"]["alter_kind"]] += 1
+        else:
+            assert row["new_decision"] == event["decision"], event
+            assert row["new_rules"] == [v["rule"] for v in event["violations"]]
+            assert row["flip"] == "none"
+    # metric-name-collision and partition-budget read cluster-wide facts.
+    assert set(unknown) == {("create", None), ("alter", "partitions")}
+    assert summary["unknown"] == sum(unknown.values())
+    assert summary["unchanged"] == EVENTS - summary["unknown"]
+    assert summary["allow_to_deny"] == summary["deny_to_allow"] == summary["errors"] == 0
+    assert sum(summary["unknown_reasons"].values()) == summary["unknown"]
+
+
+def test_a_stricter_policy_flips_exactly_what_its_rule_catches(
+    spark: SparkSession, audit: Path, snapshot: Path, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    def lower_partition_max(document: dict[str, Any]) -> None:
+        rule = next(r for r in document["rules"] if r["name"] == "partition-count")
+        rule["partitions"]["max"] = 12
+
+    policy = candidate(tmp_path, "stricter.yaml", lower_partition_max)
+    summary = run_replay(spark, str(policy), [str(audit)], str(tmp_path / "out"), [str(snapshot)])
+    rows = decisions(spark, tmp_path / "out")
+    expected = set()
+    for event in events:
+        request = event["request"]
+        partitions = request["requested"]["partitions"]
+        if (
+            event["decision"] in ALLOWED
+            and event["principal"] != "User:platform-admin"
+            and (event["action"] == "create" or request["alter_kind"] == "partitions")
+            and partitions is not None
+            and 12 < partitions <= 48
+        ):
+            expected.add(key(event))
+    flipped = {k for k, r in rows.items() if r["flip"] == "allow->deny"}
+    assert expected  # the input has some, from creates and partition increases
+    assert flipped == expected
+    for k in flipped:
+        assert rows[k]["flip_rules"] == ["partition-count"]
+        assert rows[k]["new_decision"] == "denied"
+        assert any("the limit is 12" in m for m in rows[k]["new_messages"])
+    assert {r["flip"] for k, r in rows.items() if k not in flipped} == {"none"}
+    assert summary["allow_to_deny"] == len(expected)
+    assert summary["deny_to_allow"] == summary["unknown"] == 0
+    flips = spark.read.parquet(str(tmp_path / "out" / "flips")).collect()
+    by_principal = Counter(rows[k]["principal"] for k in expected)
+    assert {(r["flip"], r["rule"], r["principal"]): r["requests"] for r in flips} == {
+        ("allow->deny", "partition-count", p): n for p, n in by_principal.items()
+    }
+    html = (tmp_path / "out" / "replay.html").read_text()
+    assert "allow-&gt;deny flips by rule" in html
+    assert "data:image/png;base64," in html
+
+
+def test_a_looser_policy_flips_exactly_what_the_removed_rule_denied(
+    spark: SparkSession, audit: Path, snapshot: Path, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    def drop_naming(document: dict[str, Any]) -> None:
+        document["rules"] = [r for r in document["rules"] if r["name"] != "topic-naming"]
+
+    policy = candidate(tmp_path, "looser.yaml", drop_naming)
+    summary = run_replay(spark, str(policy), [str(audit)], str(tmp_path / "out"), [str(snapshot)])
+    rows = decisions(spark, tmp_path / "out")
+    expected = {
+        key(e) for e in events if e["decision"] == "denied" and set(enforced(e)) == {"topic-naming"}
+    }
+    assert expected
+    flipped = {k for k, r in rows.items() if r["flip"] == "deny->allow"}
+    assert flipped == expected
+    assert {r["flip"] for k, r in rows.items() if k not in flipped} == {"none"}
+    # Flip counts: a pure-Python count over the decisions, by rule and principal.
+    counted: Counter[tuple[str, str, str]] = Counter()
+    for event in events:
+        if key(event) in expected:
+            for rule in enforced(event):
+                counted["deny->allow", rule, event["principal"]] += 1
+    flips = spark.read.parquet(str(tmp_path / "out" / "flips")).collect()
+    assert {(r["flip"], r["rule"], r["principal"]): r["requests"] for r in flips} == counted
+    assert summary["deny_to_allow"] == len(expected)
+    assert summary["allow_to_deny"] == 0
+
+
+def test_bad_lines_are_counted_and_corrupt_requests_become_errors(
+    spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    good = events[:20]
+    corrupt = [
+        good[0] | {"request": {"topic": "x"}},  # no action
+        good[1] | {"request": {**good[1]["request"], "action": "explode"}},
+        good[2] | {"request": {**good[2]["request"], "requested": {"changes": "oops"}}},
+    ]
+    lines = [json.dumps(e) for e in good[3:]] + [json.dumps(e) for e in corrupt]
+    lines += ["not json", json.dumps(good[4])[:-9], json.dumps(good[5] | {"schema": 9})]
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    summary = run_replay(spark, str(EXAMPLE), [str(tmp_path / "audit")], str(tmp_path / "out"))
+    assert summary["requests"] == 20
+    assert summary["errors"] == 3
+    assert summary["malformed_lines"] == 3
+    rows = spark.read.parquet(str(tmp_path / "out" / "decisions")).where("flip = 'error'")
+    reasons = sorted(r["reason"] for r in rows.collect())
+    assert [r.split(":")[0] for r in reasons] == ["cannot replay"] * 3
+    assert any("KeyError: 'action'" in r for r in reasons)
+    assert any("'explode' is not a valid Action" in r for r in reasons)
+    malformed = spark.read.parquet(str(tmp_path / "out" / "malformed")).collect()
+    assert sum(r["lines"] for r in malformed) == 3
+    assert {r["problem"] for r in malformed} == {
+        "not a JSON object of the audit schema",
+        "schema version 9",
+    }
+    assert all(r["source"].endswith("a.jsonl") for r in malformed)
+
+
+def test_a_bad_policy_is_refused_before_any_spark_work(spark: SparkSession, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nrules:\n  - name: x\n    partitions: {max: many}\n")
+    # The audit path does not exist: reading it would fail differently.
+    with pytest.raises(PolicyError, match=r"bad\.yaml"):
+        run_replay(spark, str(bad), [str(tmp_path / "missing")], str(tmp_path / "out"))
+
+
+def test_snapshots_of_several_clusters_are_refused(
+    spark: SparkSession, audit: Path, tmp_path: Path
+) -> None:
+    write_snapshot(tmp_path / "a.jsonl", example_cluster(3), "A")
+    write_snapshot(tmp_path / "b.jsonl", example_cluster(3), "B")
+    with pytest.raises(SnapshotError, match="exactly one cluster"):
+        run_replay(spark, str(EXAMPLE), [str(audit)], str(tmp_path / "out"), [str(tmp_path)])
+
+
+# --- without Spark: the request parser and the fact rule ---------------------------------
+
+
+def test_the_request_parser_gives_what_from_dict_gives(events: list[dict[str, Any]]) -> None:
+    parser = RequestParser(size=16)  # small, so the caches are cleared and refilled too
+    texts = [json.dumps(e["request"], separators=(",", ":")) for e in events]
+    request = events[0]["request"]
+    tricky = [
+        # Keys that look like the cut points, inside the parts that are cut.
+        {**request, "requested": {**request["requested"], "configs": {"a": "1", "current": "x"}}},
+        {**request, "requested": {**request["requested"], "configs": {"b": "2", "requested": "y"}}},
+        {**request, "record_offsets": [[0, 5]]},
+        {"current": None, **request},  # another key order
+        {**request, "extra": 1},
+    ]
+    texts += [json.dumps(t, separators=(",", ":")) for t in tricky]
+    for text in texts + texts:
+        assert parser.parse(text) == TopicRequest.from_dict(json.loads(text)), text
+
+
+def test_missing_facts_follow_what_the_event_carries(events: list[dict[str, Any]]) -> None:
+    creates = [TopicRequest.from_dict(e["request"]) for e in events if e["action"] == "create"]
+    folded = creates[0]
+    assert defaults_folded(folded) is True  # the policy asked for defaults: they are in configs
+    bare = TopicRequest.from_dict(
+        {**folded.to_dict(), "requested": {"changes": [], "config_source": "create"}}
+    )
+    assert defaults_folded(bare) is False
+    everything = frozenset(Fact)
+    assert missing_facts(folded, everything) == CLUSTER_WIDE
+    assert missing_facts(bare, everything) == CLUSTER_WIDE | {Fact.BROKER_DEFAULTS}
+    delete = next(TopicRequest.from_dict(e["request"]) for e in events if e["action"] == "delete")
+    assert delete.current is None
+    assert defaults_folded(delete) is None
+    assert missing_facts(delete, frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS})) == {
+        Fact.TOPIC_STATE
+    }
+
+
+def test_with_a_snapshot_the_events_topic_state_wins(events: list[dict[str, Any]]) -> None:
+    cluster = example_cluster()
+    grow = next(e["request"] for e in events if e["request"]["alter_kind"] == "partitions")
+    name, before = grow["current"]["name"], grow["current"]["partitions"]
+    added = grow["requested"]["partitions"] - before
+    # The snapshot was taken later: by then the topic had 1000 more partitions.
+    later = InMemoryCluster.of(
+        [
+            replace(t, partitions=t.partitions + 1000) if t.name == name else t
+            for t in cluster.topics
+        ],
+        cluster.brokers,
+        cluster.defaults,
+    )
+    budget = cluster.total_partitions() + added  # exactly reached with the recorded state
+    policy = load_policy(
+        {"version": 1, "rules": [{"name": "budget", "cluster": {"max_total_partitions": budget}}]}
+    )
+    assert Replayer(policy, later).replay(json.dumps(grow))[:2] == ("allowed", [])
+    one_more = {**grow, "requested": {**grow["requested"], "partitions": before + added + 1}}
+    assert Replayer(policy, later).replay(json.dumps(one_more))[:2] == ("denied", ["budget"])
+
+
+def test_a_topic_state_the_snapshot_lacks_is_denied_as_the_proxy_denies_it(
+    events: list[dict[str, Any]],
+) -> None:
+    policy = load_policy(
+        {"version": 1, "rules": [{"name": "growth", "partitions": {"max_increase": 1}}]}
+    )
+    request = next(e["request"] for e in events if e["request"]["alter_kind"] == "partitions")
+    text = json.dumps({**request, "current": None})
+    assert Replayer(policy, None).replay(text) == (
+        "unknown",
+        [],
+        [],
+        [],
+        "needs cluster facts: topic_state; pass --snapshot",
+    )
+    decision, rules, messages, denying, reason = Replayer(policy, InMemoryCluster()).replay(text)
+    assert (decision, rules, denying) == ("denied", [CLUSTER_STATE_RULE], [CLUSTER_STATE_RULE])
+    assert "is not in the cluster metadata the proxy read" in messages[0]
+    assert reason == "the topic is not in the snapshot"
+    assert CLUSTER_STATE_RULE == PROXY_CLUSTER_STATE_RULE
+    decision, rules, *_ = Replayer(policy, example_cluster()).replay(text)
+    grew = request["requested"]["partitions"] - request["current"]["partitions"]
+    assert (decision, rules) == (("allowed", []) if grew <= 1 else ("denied", ["growth"]))
