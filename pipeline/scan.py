@@ -35,7 +35,7 @@ Outputs under `out/` (Parquet, overwritten), plus `scan.html` and `summary.json`
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -90,18 +90,14 @@ EVALUATED = StructType(
         StructField("violations", ArrayType(VIOLATION)),
     ]
 )
-# What the other topics' cluster facts need from a topic line; the assignment stays JSON text.
-_METADATA = StructType(
-    [
-        StructField("topic_id", StringType()),
-        StructField("replication_factor", LongType()),
-        StructField("assignment", StringType()),
-    ]
-)
-_CLUSTER_LINE = StructType(
+# What the cluster facts need from the cluster and topic lines; the assignment stays JSON text.
+_FACTS = StructType(
     [
         StructField("brokers", ArrayType(StructType([StructField("id", LongType())]))),
         StructField("defaults", MapType(StringType(), StringType())),
+        StructField("topic_id", StringType()),
+        StructField("replication_factor", LongType()),
+        StructField("assignment", StringType()),
     ]
 )
 
@@ -208,54 +204,62 @@ def _evaluator(
 
 def _structure_problems(lines: DataFrame) -> list[str]:
     """Snapshots that mix clusters in one file, or give one cluster in several files."""
+    ids: dict[str, set[str]] = defaultdict(set)
+    sources: dict[str, set[str]] = defaultdict(set)
+    heads = (F.col("kind") == "cluster").alias("head")
+    for row in lines.select("source", "cluster_id", heads).distinct().collect():
+        ids[row["source"]].add(row["cluster_id"])
+        if row["head"]:
+            sources[row["cluster_id"]].add(row["source"])
     problems = [
-        f"{r['source']}: lines of {len(r['ids'])} clusters ({', '.join(sorted(r['ids']))}), "
-        "expected 1"
-        for r in lines.groupBy("source")
-        .agg(F.collect_set("cluster_id").alias("ids"))
-        .where(F.size("ids") > 1)
-        .collect()
+        f"{source}: lines of {len(found)} clusters ({', '.join(sorted(found))}), expected 1"
+        for source, found in ids.items()
+        if len(found) > 1
     ]
     problems += [
-        f"cluster {r['cluster_id']} is in {len(r['sources'])} snapshots "
-        f"({', '.join(sorted(r['sources']))}): give one snapshot per cluster"
-        for r in lines.where(F.col("kind") == "cluster")
-        .groupBy("cluster_id")
-        .agg(F.collect_set("source").alias("sources"))
-        .where(F.size("sources") > 1)
-        .collect()
+        f"cluster {cluster_id} is in {len(found)} snapshots ({', '.join(sorted(found))}): "
+        "give one snapshot per cluster"
+        for cluster_id, found in sources.items()
+        if len(found) > 1
     ]
     return sorted(problems)
 
 
 def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, int]]:
     """Each cluster's facts on the driver (topic metadata, no configs), and its internal count."""
-    heads = (
-        lines.where(F.col("kind") == "cluster")
-        .select("cluster_id", F.from_json("line", _CLUSTER_LINE).alias("c"))
+    rows = (
+        lines.where(F.col("kind").isin("cluster", "topic"))
+        .select(
+            "kind",
+            "cluster_id",
+            "name",
+            "partitions",
+            "internal",
+            F.from_json("line", _FACTS).alias("facts"),
+        )
+        .select("kind", "cluster_id", "name", "partitions", "internal", "facts.*")
         .collect()
     )
-    topics: dict[str, list[TopicState]] = {r["cluster_id"]: [] for r in heads}
+    topics: dict[str, list[TopicState]] = defaultdict(list)
     internal: Counter[str] = Counter()
-    metadata = lines.where(F.col("kind") == "topic").select(
-        "cluster_id", "name", "partitions", "internal", F.from_json("line", _METADATA).alias("m")
-    )
-    for row in metadata.collect():
-        state = TopicState(
-            name=row["name"],
-            topic_id=row["m"]["topic_id"],
-            partitions=row["partitions"] or 0,
-            replication_factor=row["m"]["replication_factor"] or 0,
-            assignment=freeze_assignment(json.loads(row["m"]["assignment"] or "[]")),
-            internal=bool(row["internal"]),
-        )
-        topics[row["cluster_id"]].append(state)
-        internal[row["cluster_id"]] += _is_internal(state)
+    for row in rows:
+        if row["kind"] == "topic":
+            state = TopicState(
+                name=row["name"],
+                topic_id=row["topic_id"],
+                partitions=row["partitions"] or 0,
+                replication_factor=row["replication_factor"] or 0,
+                assignment=freeze_assignment(json.loads(row["assignment"] or "[]")),
+                internal=bool(row["internal"]),
+            )
+            topics[row["cluster_id"]].append(state)
+            internal[row["cluster_id"]] += _is_internal(state)
     clusters = {
         r["cluster_id"]: InMemoryCluster.of(
-            topics[r["cluster_id"]], len(r["c"]["brokers"] or ()) or 1, r["c"]["defaults"]
+            topics[r["cluster_id"]], len(r["brokers"] or ()) or 1, r["defaults"]
         )
-        for r in heads
+        for r in rows
+        if r["kind"] == "cluster"
     }
     return clusters, {cluster_id: internal[cluster_id] for cluster_id in clusters}
 
