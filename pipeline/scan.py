@@ -14,10 +14,11 @@ with its current state, in the cluster made of the other topics of its snapshot:
 - existing topics have no creator principal: every topic is evaluated as one configurable
   principal (default User:ANONYMOUS), so rules whose `match` selects principals apply as they
   would to that principal;
-- the cluster facts (topic names, total partitions, broker count, broker defaults) exclude the
-  topic under evaluation, so that a cluster at exactly `max_topics` is not flagged and a topic
-  is not counted against its own partition budget. The other topics answer `topic()` with
-  their metadata (no configs), as the proxy's all-topics read does.
+- the cluster's topic names and total partitions exclude the topic under evaluation, so a
+  cluster at exactly `max_topics` is not flagged and a topic does not count against its own
+  partition budget; a cluster over a cluster-wide limit has every topic flagged by it (none
+  could be created today). The other topics answer `topic()` with their metadata (no
+  configs), as the proxy's all-topics read does. Broker count and defaults are the snapshot's.
 
 Internal topics (flagged internal, or named `__...`) are not evaluated; they are counted as
 skipped, and still count in the other topics' cluster facts. Snapshots that are incomplete,
@@ -281,6 +282,7 @@ def run_scan(
     policy = compiled(policy_text, policy_file)  # PolicyError, naming the file, before Spark
     lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
     evaluated: DataFrame | None = None
+    shipped: Broadcast[dict[str, str]] | None = None
     try:
         problems = check_complete(lines) or _structure_problems(lines)
         if problems:
@@ -289,6 +291,7 @@ def run_scan(
         if not clusters:
             raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
         shipped = spark.sparkContext.broadcast({c: cluster_json(s) for c, s in clusters.items()})
+        # The same test as _is_internal, on the lines.
         internal = F.coalesce(F.col("internal"), F.lit(False)) | F.col("name").startswith("__")
         evaluated = (
             lines.where((F.col("kind") == "topic") & ~internal)
@@ -298,13 +301,15 @@ def run_scan(
             .mapInPandas(_evaluator(policy_text, policy_file, principal, shipped), EVALUATED)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        results = _write_tables(spark, evaluated, clusters, skipped, out)
+        results = _write_tables(
+            spark, evaluated, clusters, skipped, rule_names=policy.rule_names, out=out
+        )
     finally:
         lines.unpersist()
         if evaluated is not None:
             evaluated.unpersist()
-    order = {rule: i for i, rule in enumerate(policy.rule_names)}
-    results.by_rule.sort(key=lambda r: (order.get(r["rule"], len(order)), r["rule"]))
+        if shipped is not None:
+            shipped.unpersist()
     summary = _summary(policy_file, snapshots, principal, out, results)
     write_text(spark, out, "scan.html", render(_html(summary, results)))
     write_text(spark, out, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -316,7 +321,7 @@ class _Results:
     """What the report needs from the tables, collected on the driver."""
 
     clusters: list[dict[str, Any]]  # one row of CLUSTERS per cluster
-    by_rule: list[dict[str, Any]]  # rule, mode, violations, topics
+    by_rule: list[dict[str, Any]]  # rule, mode, violations, topics; in policy order
     shown: list[dict[str, Any]]  # the first violations, by cluster, topic and rule order
 
 
@@ -341,6 +346,8 @@ def _write_tables(
     evaluated: DataFrame,
     clusters: Mapping[str, InMemoryCluster],
     skipped: Mapping[str, int],
+    *,
+    rule_names: Sequence[str],
     out: str,
 ) -> _Results:
     base = out.rstrip("/")
@@ -379,10 +386,14 @@ def _write_tables(
     by_rule = violations.groupBy("rule", "mode").agg(
         F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
     )
+    order = {rule: i for i, rule in enumerate(rule_names)}
     shown = violations.orderBy("cluster_id", "topic", "position").limit(VIOLATIONS_SHOWN)
     return _Results(
         rows,
-        [r.asDict() for r in by_rule.collect()],
+        sorted(
+            (r.asDict() for r in by_rule.collect()),
+            key=lambda r: (order.get(r["rule"], len(order)), r["mode"]),
+        ),
         [r.asDict() for r in shown.drop("position").collect()],
     )
 
