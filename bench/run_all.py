@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-SCRIPTS = ["codec_bench.py", "metadata_rewrite_bench.py", "policy_bench.py", "throughput.py"]
+SCRIPTS = [
+    "codec_bench.py",
+    "metadata_rewrite_bench.py",
+    "policy_bench.py",
+    "throughput.py",
+    "snapshot_bench.py",
+]
 
 
 def main() -> int:
