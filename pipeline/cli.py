@@ -22,7 +22,12 @@ def add_parser(commands: Any) -> None:
         "(docs/pipeline.md). Needs the 'pipeline' extra: "
         "pip install 'kafka-policy-proxy[pipeline]'.",
     )
-    jobs = pipeline.add_subparsers(dest="job", required=True, metavar="JOB")
+    add_jobs(pipeline, default_master="local[*]")
+
+
+def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
+    """Add the report, replay and scan subcommands to `parser`."""
+    jobs = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     report = jobs.add_parser(
         "report",
         help="who was denied what, over time",
@@ -30,7 +35,7 @@ def add_parser(commands: Any) -> None:
         "rules; audit-mode would-deny counts; malformed lines counted by reason.",
     )
     report.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
-    _common(report)
+    _common(report, default_master)
     report.set_defaults(func=_report)
     replay = jobs.add_parser(
         "replay",
@@ -47,7 +52,7 @@ def add_parser(commands: Any) -> None:
         metavar="PATH",
         help="cluster snapshots giving the cluster-wide facts the recorded events do not carry",
     )
-    _common(replay)
+    _common(replay, default_master)
     replay.set_defaults(func=_replay)
     scan = jobs.add_parser(
         "scan",
@@ -65,16 +70,27 @@ def add_parser(commands: Any) -> None:
         help="existing topics have no creator: evaluate them as this principal "
         "(default: %(default)s)",
     )
-    _common(scan)
+    _common(scan, default_master)
     scan.set_defaults(func=_scan)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def submit_main(argv: list[str] | None = None) -> int:
+    """The jobs under spark-submit (pipeline/__main__.py): spark-submit's master is kept."""
+    parser = argparse.ArgumentParser(
+        prog="pipeline", description="kafka-policy-proxy's Spark jobs, run by spark-submit."
+    )
+    add_jobs(parser, default_master="none")
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+def _common(parser: argparse.ArgumentParser, default_master: str) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory or URI")
     parser.add_argument(
         "--master",
-        default="local[*]",
-        help="Spark master (default: local[*]); 'none' leaves it to spark-submit",
+        default=default_master,
+        help="Spark master (default: %(default)s); 'none' leaves it to spark-submit",
     )
     parser.add_argument(
         "--conf",
@@ -127,6 +143,7 @@ def _job(args: argparse.Namespace, run: Any) -> int:
         from pyspark.errors import PySparkException
 
         from pipeline.session import spark_session
+        from pipeline.snapshots import SnapshotError
         from policy.loader import PolicyError
     except ImportError as exc:
         print(
@@ -139,7 +156,7 @@ def _job(args: argparse.Namespace, run: Any) -> int:
     spark = spark_session(master, app_name=f"kafka-policy-proxy {args.job}", config=settings)
     try:
         summary = run(spark)
-    except (PolicyError, OSError) as exc:
+    except (PolicyError, SnapshotError, OSError) as exc:
         print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PySparkException as exc:
