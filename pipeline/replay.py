@@ -50,7 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
 from pipeline.audit_events import read_audit
-from pipeline.evaluation import CLUSTER_STATE_RULE, cluster_json, compiled, shipped_cluster
+from pipeline.evaluation import cluster_json, compiled, missing_topic, shipped_cluster
 from pipeline.html_report import Chart, Report, Table, bar_chart, render
 from pipeline.output import write_text
 from pipeline.snapshots import SnapshotError, read_clusters
@@ -329,12 +329,8 @@ class Replayer:
                 and request.action is not Action.CREATE
                 and Fact.TOPIC_STATE in self.policy.needs(request)
             ):
-                message = (
-                    f"[{CLUSTER_STATE_RULE}] topic {request.name!r} is not in the cluster "
-                    "metadata the proxy read; denied because the policy needs its current state"
-                )
-                rule = [CLUSTER_STATE_RULE]
-                return ("denied", rule, [message], rule, "the topic is not in the snapshot")
+                denied = missing_topic(request)
+                return (*denied, denied.rules, "the topic is not in the snapshot")
         return _row(self.policy.evaluate(request, cluster), self._reason(missing, snapshot=True))
 
     def _reason(self, missing: frozenset[Fact], *, snapshot: bool = False) -> str:
@@ -396,15 +392,13 @@ def replay_lines(
     audit: Sequence[str],
     cluster: str | None,
 ) -> DataFrame:
-    """Every audit line: source, problem and line for bad ones, the decision columns for good."""
+    """Every audit line: `problem` (null for a good event) and, for good ones, the decisions."""
     lines = read_audit(spark, audit).lines
     good = F.col("problem").isNull()
     evaluate = replay_udf(policy_text, policy_name, cluster)
     enforced = F.filter("violations", lambda v: v["mode"] == "enforce")
     staged = lines.select(
-        "source",
         "problem",
-        F.col("_corrupt_record").alias("line"),
         "time",
         "principal",
         "client_id",
@@ -421,9 +415,7 @@ def replay_lines(
     flip = flip_column(F.col("old_decision"), F.col("new.decision"))
     no_rules = F.array().cast("array<string>")
     return staged.select(
-        "source",
         "problem",
-        "line",
         "time",
         "principal",
         "client_id",
@@ -492,7 +484,7 @@ def run_replay(
     shipped = None if cluster is None else cluster_json(cluster)
     lines = replay_lines(spark, policy_text, policy_file, audit, shipped)
     # The one pass that evaluates: the decisions, with the counts observed on the way.
-    observation = Observation("replay")
+    observation = Observation()
     observed = lines.observe(observation, *_counts())
     decisions = observed.where(F.col("problem").isNull()).select(*DECISION_COLUMNS)
     decisions.write.mode("overwrite").parquet(outputs["decisions"])
