@@ -33,6 +33,12 @@ Outputs under `out/` (Parquet, overwritten), plus `replay.html` and `summary.jso
 - `flips`: flip, rule, principal, requests: allow->deny and deny->allow requests per rule in
   `flip_rules` and principal (a request flipped by two rules counts once for each).
 - `malformed`: source, problem, lines: audit lines that are not good events.
+
+`summary.json` (also returned): requests, unchanged (flip none), rules_changed (of those, the
+ones whose violated rules differ), allow_to_deny, deny_to_allow, unknown, errors,
+malformed_lines, new_decisions, unknown_reasons, the policy, the snapshot and the outputs.
+The evaluating pass runs once: its counts are observed on the way, and the input is read a
+second time only when there are malformed lines to group by file and reason.
 """
 
 from __future__ import annotations
@@ -719,6 +725,7 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) 
         figures=[
             ("requests", summary["requests"]),
             ("unchanged", summary["unchanged"]),
+            ("of which other rules", summary["rules_changed"]),
             ("allow->deny", summary["allow_to_deny"]),
             ("deny->allow", summary["deny_to_allow"]),
             ("unknown", summary["unknown"]),
