@@ -1,0 +1,491 @@
+"""The `report` job: who is being denied what, and is it getting better?
+
+One scan of the audit JSON (bad lines included, with their reason) feeds one fine-grained
+aggregate, cached (spilling to disk if need be). `decisions` and `violations` are its rows as
+they are; an aggregate of it over the whole input (no hour, so small) gives the other tables,
+which are ranked on the driver. Each table is Parquet under `out/`, overwritten; times are
+UTC instants, counts are longs:
+
+- `decisions`: hour, principal, topic, action, api, decision, mode, events. `hour` is the event
+  time truncated to the UTC hour; `decision` is allowed, denied or audit-would-deny; `mode` is
+  the policy's (audit when it ran as a dry run).
+- `violations`: hour, principal, topic, action, api, decision, mode, rule, rule_mode, events.
+  One count per (event, violated rule): an event breaking two rules counts once for each; a
+  rule listed twice in one event (two of its checks failed) counts once.
+- `top_denied_principals`: rank, principal, denials, topics, first_seen, last_seen. Denied
+  events per principal over the whole input, the distinct topics denied, the first and last
+  denial; rank 1 has the most denials, ties by name. Only principals with denials.
+- `top_denied_rules`: rank, rule, denials, principals, topics, first_seen, last_seen. Denied
+  events in which the rule was violated in enforce mode (an event denied by two rules counts
+  for both).
+- `would_deny`: rule, principal, would_deny, denied_anyway, fired, topics, first_seen,
+  last_seen, for rules violated in audit mode (audit rules, or every rule of a dry-run
+  policy). `would_deny` counts the events that were allowed (decision audit-would-deny) and
+  would fail if the rule were enforced; `denied_anyway` the events an enforce rule denied
+  anyway; `fired` = would_deny + denied_anyway, every time the rule fired. `topics`,
+  `first_seen` and `last_seen` are over every firing.
+- `malformed`: source, problem, lines. Lines that are not good events, by file (as a URI)
+  and reason (`AuditInput.malformed`); they are never counted as events.
+
+The ranked tables, `would_deny` and `malformed` are sorted; the others are in no order.
+`report.html` (self-contained) and `summary.json` (what `run_report` returns) sit next to them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.storagelevel import StorageLevel
+
+from pipeline.audit_events import DECISIONS, AuditInput, read_audit
+from pipeline.html_report import Chart, Report, Table, bar_chart, render, time_chart
+from pipeline.output import write_text
+
+EVENT_KEYS = ("principal", "topic", "action", "api", "decision", "mode")
+TOP = 10  # rows in the summary and the bar charts
+TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
+# Beyond a week, hourly points are too many to read: the chart switches to days.
+HOURLY_SPAN = timedelta(days=7)
+
+_RULE = StructType([StructField("rule", StringType()), StructField("rule_mode", StringType())])
+
+
+def _schema(*fields: tuple[str, Any]) -> StructType:
+    return StructType([StructField(name, kind()) for name, kind in fields])
+
+
+_SEEN = (("first_seen", TimestampType), ("last_seen", TimestampType))
+# The small tables are ranked on the driver and written from there, with these columns.
+SMALL_TABLES = {
+    "top_denied_principals": _schema(
+        ("rank", LongType),
+        ("principal", StringType),
+        ("denials", LongType),
+        ("topics", LongType),
+        *_SEEN,
+    ),
+    "top_denied_rules": _schema(
+        ("rank", LongType),
+        ("rule", StringType),
+        ("denials", LongType),
+        ("principals", LongType),
+        ("topics", LongType),
+        *_SEEN,
+    ),
+    "would_deny": _schema(
+        ("rule", StringType),
+        ("principal", StringType),
+        ("would_deny", LongType),
+        ("denied_anyway", LongType),
+        ("fired", LongType),
+        ("topics", LongType),
+        *_SEEN,
+    ),
+    "malformed": _schema(("source", StringType), ("problem", StringType), ("lines", LongType)),
+}
+
+
+def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str, Any]:
+    """Write the report tables, report.html and summary.json under `out`; return the summary."""
+    base = out.rstrip("/")
+    outputs: dict[str, str] = {}
+    fine = fine_aggregate(read_audit(spark, audit, with_request=False))
+    fine.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        # The first write scans the JSON and fills the cache; everything else reads a cache.
+        for name, table in big_tables(fine).items():
+            outputs[name] = f"{base}/{name}"
+            table.write.mode("overwrite").parquet(outputs[name])
+        hourly = _rows(_hourly(fine), ("hour", "first_seen", "last_seen"))
+        whole = whole_input(fine).persist(StorageLevel.MEMORY_AND_DISK)
+        whole.count()  # filled from `fine` while it is still cached
+    finally:
+        fine.unpersist()
+    try:
+        small = {name: _rows(df) for name, df in small_aggregates(whole).items()}
+    finally:
+        whole.unpersist()
+    tables = _ordered(small)
+    for name, rows in tables.items():
+        outputs[name] = f"{base}/{name}"
+        schema = SMALL_TABLES[name]
+        data = [tuple(row[f.name] for f in schema.fields) for row in rows]
+        frame = spark.createDataFrame(data, schema).coalesce(1)
+        frame.write.mode("overwrite").parquet(outputs[name])
+    outputs["report"] = f"{base}/report.html"
+    outputs["summary"] = f"{base}/summary.json"
+    facts = _facts(hourly, tables)
+    summary = _summary(facts, outputs)
+    write_text(spark, base, "report.html", render(_html(facts, audit)))
+    write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def fine_aggregate(audit: AuditInput) -> DataFrame:
+    """Every line counted once by file and problem, or by hour, event keys and violated rule."""
+    # Columns: source, problem, hour, the EVENT_KEYS, rule, rule_mode, events, first_seen,
+    # last_seen. A good event gives one row with a null rule (its decision) and one row per
+    # distinct rule it violated, so `decisions` and `violations` are these rows as they are,
+    # without another shuffle. A bad line gives one row with only source and problem set.
+    # Two checks of one rule can fail in one event: the rule counts once.
+    rules = F.array_distinct(
+        F.transform(
+            "violations",
+            lambda v: F.struct(v["rule"].alias("rule"), v["mode"].alias("rule_mode")),
+        )
+    )
+    no_rule = F.array(F.lit(None).cast(_RULE))
+    good = _good()
+    # Bad lines may still have fields parsed (a wrong schema version has all): blank them so
+    # they never count as events.
+    rows = audit.lines.select(
+        F.when(~good, F.col("source")).alias("source"),
+        "problem",
+        F.when(good, F.col("time")).alias("time"),
+        F.when(good, _utc_hour(F.col("time"))).alias("hour"),
+        *(F.when(good, F.col(key)).alias(key) for key in EVENT_KEYS),
+        F.explode(F.when(good, F.concat(no_rule, rules)).otherwise(no_rule)).alias("violation"),
+    )
+    return rows.groupBy(
+        "source",
+        "problem",
+        "hour",
+        *EVENT_KEYS,
+        F.col("violation.rule").alias("rule"),
+        F.col("violation.rule_mode").alias("rule_mode"),
+    ).agg(
+        F.count(F.lit(1)).alias("events"),
+        F.min("time").alias("first_seen"),
+        F.max("time").alias("last_seen"),
+    )
+
+
+def big_tables(fine: DataFrame) -> dict[str, DataFrame]:
+    """`decisions` and `violations`: rows of `fine_aggregate` as they are, no reshuffle."""
+    good = fine.where(_good())
+    return {
+        "decisions": good.where(F.col("rule").isNull()).select("hour", *EVENT_KEYS, "events"),
+        "violations": good.where(F.col("rule").isNotNull()).select(
+            "hour", *EVENT_KEYS, "rule", "rule_mode", "events"
+        ),
+    }
+
+
+def whole_input(fine: DataFrame) -> DataFrame:
+    """`fine_aggregate` over the whole input: no hour, action, api or mode; small."""
+    return fine.groupBy(
+        "source", "problem", "principal", "topic", "decision", "rule", "rule_mode"
+    ).agg(
+        F.sum("events").alias("events"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+    )
+
+
+def small_aggregates(whole: DataFrame) -> dict[str, DataFrame]:
+    """The small tables from `whole_input`, not yet ranked or sorted (one row per key)."""
+    good = whole.where(_good())
+    events = good.where(F.col("rule").isNull())
+    violated = good.where(F.col("rule").isNotNull())
+    seen = (F.min("first_seen").alias("first_seen"), F.max("last_seen").alias("last_seen"))
+    principals = (
+        events.where(_denied())
+        .groupBy("principal")
+        # One row per (principal, topic) here: counting rows counts distinct topics.
+        .agg(F.sum("events").alias("denials"), F.count("topic").alias("topics"), *seen)
+    )
+    rules = (
+        violated.where(_denied() & (F.col("rule_mode") == "enforce"))
+        .groupBy("rule")
+        .agg(
+            F.sum("events").alias("denials"),
+            F.countDistinct("principal").alias("principals"),
+            F.countDistinct("topic").alias("topics"),
+            *seen,
+        )
+    )
+    would_deny = (
+        violated.where(F.col("rule_mode") == "audit")
+        .groupBy("rule", "principal")
+        .agg(
+            _sum_if(F.col("decision") == "audit-would-deny", "events").alias("would_deny"),
+            _sum_if(_denied(), "events").alias("denied_anyway"),
+            F.sum("events").alias("fired"),
+            F.countDistinct("topic").alias("topics"),
+            *seen,
+        )
+    )
+    malformed = whole.where(~_good()).select("source", "problem", F.col("events").alias("lines"))
+    return {
+        "top_denied_principals": principals,
+        "top_denied_rules": rules,
+        "would_deny": would_deny,
+        "malformed": malformed,
+    }
+
+
+def _ordered(small: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    def ranked(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+        rows = sorted(rows, key=lambda r: (-r["denials"], r[name]))
+        return [{"rank": i, **row} for i, row in enumerate(rows, 1)]
+
+    return {
+        "top_denied_principals": ranked(small["top_denied_principals"], "principal"),
+        "top_denied_rules": ranked(small["top_denied_rules"], "rule"),
+        "would_deny": sorted(
+            small["would_deny"],
+            key=lambda r: (-r["would_deny"], -r["fired"], r["rule"], r["principal"]),
+        ),
+        "malformed": sorted(
+            small["malformed"], key=lambda r: (-r["lines"], r["source"], r["problem"])
+        ),
+    }
+
+
+def _hourly(fine: DataFrame) -> DataFrame:
+    return (
+        fine.where(_good() & F.col("rule").isNull())
+        .groupBy("hour", "decision")
+        .agg(
+            F.sum("events").alias("events"),
+            F.min("first_seen").alias("first_seen"),
+            F.max("last_seen").alias("last_seen"),
+        )
+    )
+
+
+def _good() -> Column:
+    return F.col("problem").isNull()
+
+
+def _denied() -> Column:
+    return F.col("decision") == "denied"
+
+
+def _utc_hour(time: Column) -> Column:
+    # Epoch arithmetic, not date_trunc: the hour stays UTC whatever the session time zone.
+    seconds = F.unix_seconds(time)
+    return F.timestamp_seconds(seconds - F.pmod(seconds, F.lit(3600)))
+
+
+def _sum_if(condition: Column, column: str) -> Column:
+    return F.coalesce(F.sum(F.when(condition, F.col(column))), F.lit(0))
+
+
+def _rows(
+    df: DataFrame, times: Sequence[str] = ("first_seen", "last_seen")
+) -> list[dict[str, Any]]:
+    # Timestamps travel as epoch microseconds: collected, they would take the driver's zone.
+    selected = df.select(
+        *(F.unix_micros(F.col(c)).alias(c) if c in times else F.col(c) for c in df.columns)
+    )
+    rows = [row.asDict() for row in selected.collect()]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for row in rows:
+        for column in times:
+            if row.get(column) is not None:
+                row[column] = epoch + timedelta(microseconds=row[column])
+    return rows
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _facts(hourly: list[dict[str, Any]], tables: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    by_decision = dict.fromkeys(DECISIONS, 0)
+    for row in hourly:
+        by_decision[row["decision"]] += row["events"]
+    per_rule: dict[str, dict[str, Any]] = {}
+    for row in tables["would_deny"]:
+        entry = per_rule.setdefault(
+            row["rule"],
+            {"rule": row["rule"], "would_deny": 0, "denied_anyway": 0, "fired": 0, "principals": 0},
+        )
+        for key in ("would_deny", "denied_anyway", "fired"):
+            entry[key] += row[key]
+        entry["principals"] += row["would_deny"] > 0
+    return {
+        "decisions": by_decision,
+        "first": min((r["first_seen"] for r in hourly), default=None),
+        "last": max((r["last_seen"] for r in hourly), default=None),
+        "hourly": hourly,
+        "principals": tables["top_denied_principals"],
+        "rules": tables["top_denied_rules"],
+        "audit_rules": sorted(
+            per_rule.values(), key=lambda r: (-r["would_deny"], -r["fired"], r["rule"])
+        ),
+        "would_deny": [r for r in tables["would_deny"] if r["would_deny"] > 0],
+        "malformed": tables["malformed"],
+    }
+
+
+def _summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, Any]:
+    by_problem: dict[str, int] = defaultdict(int)
+    by_file: dict[str, int] = defaultdict(int)
+    for row in facts["malformed"]:
+        by_problem[row["problem"]] += row["lines"]
+        by_file[row["source"]] += row["lines"]
+
+    def jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {k: _iso(v) if isinstance(v, datetime) else v for k, v in row.items()}
+            for row in rows[:TOP]
+        ]
+
+    return {
+        "events": sum(facts["decisions"].values()),
+        "decisions": dict(facts["decisions"]),
+        "malformed": {
+            "total": sum(by_problem.values()),
+            "by_problem": dict(sorted(by_problem.items())),
+            "by_file": dict(sorted(by_file.items())),
+        },
+        "time_range": {"first": _iso(facts["first"]), "last": _iso(facts["last"])},
+        "top_principals": jsonable(facts["principals"]),
+        "top_rules": jsonable(facts["rules"]),
+        "audit_rules": jsonable(facts["audit_rules"]),
+        "outputs": outputs,
+    }
+
+
+def _html(facts: dict[str, Any], audit: Sequence[str]) -> Report:
+    decisions = facts["decisions"]
+    total = sum(decisions.values())
+    malformed = sum(row["lines"] for row in facts["malformed"])
+    notes = [f"Input: {', '.join(audit)}."]
+    if total == 0:
+        notes.append("There are no decision events in the input: nothing to report.")
+    if malformed:
+        notes.append(
+            f"{malformed:,} malformed line(s) are not counted as events: see the last table."
+        )
+    parts: list[Table | Chart] = []
+    if total:
+        parts.append(_time_chart(facts))
+    if facts["rules"]:
+        top = facts["rules"][:TOP]
+        parts.append(
+            bar_chart(
+                f"Denials by rule (top {TOP})",
+                [r["rule"] for r in top],
+                [r["denials"] for r in top],
+                "denied events",
+            )
+        )
+    if facts["principals"]:
+        top = facts["principals"][:TOP]
+        parts.append(
+            bar_chart(
+                f"Denials by principal (top {TOP})",
+                [r["principal"] for r in top],
+                [r["denials"] for r in top],
+                "denied events",
+            )
+        )
+    parts += [
+        Table(
+            _shown("Top denied principals", facts["principals"], "top_denied_principals"),
+            ["rank", "principal", "denials", "topics", "first denial", "last denial"],
+            [
+                [r["rank"], r["principal"], r["denials"], r["topics"], *_seen(r)]
+                for r in facts["principals"][:TABLE_ROWS]
+            ],
+            "no denials",
+        ),
+        Table(
+            _shown("Top rules by denials (enforce mode)", facts["rules"], "top_denied_rules"),
+            ["rank", "rule", "denials", "principals", "topics", "first denial", "last denial"],
+            [
+                [r["rank"], r["rule"], r["denials"], r["principals"], r["topics"], *_seen(r)]
+                for r in facts["rules"][:TABLE_ROWS]
+            ],
+            "no rule denied anything",
+        ),
+        Table(
+            "Audit-mode rules: what enforcing them would deny",
+            [
+                "rule",
+                "would deny (now allowed)",
+                "denied anyway",
+                "fired",
+                "principals that would be denied",
+            ],
+            [
+                [r["rule"], r["would_deny"], r["denied_anyway"], r["fired"], r["principals"]]
+                for r in facts["audit_rules"]
+            ],
+            "no audit-mode rule fired",
+        ),
+        Table(
+            _shown("Audit-mode rules: who would be denied", facts["would_deny"], "would_deny"),
+            ["rule", "principal", "would deny", "topics", "first fired", "last fired"],
+            [
+                [r["rule"], r["principal"], r["would_deny"], r["topics"], *_seen(r)]
+                for r in facts["would_deny"][:TABLE_ROWS]
+            ],
+            "nobody",
+        ),
+        Table(
+            "Malformed lines by file and reason",
+            ["file", "reason", "lines"],
+            [[r["source"], r["problem"], r["lines"]] for r in facts["malformed"]],
+            "no malformed lines",
+        ),
+    ]
+    return Report(
+        "Audit report: who is being denied what",
+        figures=[
+            ("events", total),
+            ("allowed", decisions["allowed"]),
+            ("denied", decisions["denied"]),
+            ("audit-would-deny", decisions["audit-would-deny"]),
+            ("malformed lines", malformed),
+            ("first event", _iso(facts["first"])),
+            ("last event", _iso(facts["last"])),
+        ],
+        notes=notes,
+        parts=parts,
+    )
+
+
+def _shown(title: str, rows: Sequence[Any], table: str) -> str:
+    if len(rows) <= TABLE_ROWS:
+        return title
+    return f"{title}: the first {TABLE_ROWS} of {len(rows):,} (all in {table}/)"
+
+
+def _seen(row: dict[str, Any]) -> list[str | None]:
+    return [_iso(row["first_seen"]), _iso(row["last_seen"])]
+
+
+def _time_chart(facts: dict[str, Any]) -> Chart:
+    first: datetime = facts["first"]
+    last: datetime = facts["last"]
+    daily = last - first > HOURLY_SPAN
+    step = timedelta(days=1) if daily else timedelta(hours=1)
+
+    def bucket(moment: datetime) -> datetime:
+        if daily:
+            return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+        return moment.replace(minute=0, second=0, microsecond=0)
+
+    counts: dict[tuple[datetime, str], int] = defaultdict(int)
+    for row in facts["hourly"]:
+        counts[bucket(row["hour"]), row["decision"]] += row["events"]
+    # Every bucket from the first to the last, so quiet hours show as zeros, not as gaps.
+    times = [bucket(first)]
+    while times[-1] < bucket(last):
+        times.append(times[-1] + step)
+    series: dict[str, Sequence[float]] = {
+        d: [float(counts[t, d]) for t in times] for d in DECISIONS
+    }
+    per = "day" if daily else "hour"
+    return time_chart(f"Decisions per {per} (UTC)", times, series, f"events per {per}")

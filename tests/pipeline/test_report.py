@@ -1,0 +1,312 @@
+"""The report job: every table checked against a plain-Python count over the same events."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from pipeline.report import run_report
+from policy.builders import create_request, resolve
+from policy.cluster import InMemoryCluster
+from policy.engine import CompiledPolicy
+from policy.loader import load_policy
+from policy.model import Principal
+from proxy.audit import decision_event
+from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+
+REPO = Path(__file__).resolve().parents[2]
+EVENTS = 3000
+SPACING = timedelta(seconds=9)  # 3000 events over seven and a half hours
+
+
+@dataclass(frozen=True)
+class Run:
+    events: list[dict[str, Any]]
+    malformed_file: str
+    out: Path
+    summary: dict[str, Any]
+
+
+def _tiny_segments(
+    policy: CompiledPolicy, cluster: InMemoryCluster, count: int, start: datetime
+) -> list[dict[str, Any]]:
+    """Creates whose segment.bytes and segment.ms are both too small: segment-size twice."""
+    events = []
+    for i in range(count):
+        principal = Principal(("User:carol", "User:bob")[i % 2], "client-1", "10.0.0.7:5000")
+        configs = [("segment.bytes", str(1 << 20)), ("segment.ms", "60000")]
+        request = create_request(f"orders.tiny-{i}", 6, 3, configs=configs, principal=principal)
+        resolved = resolve(request, cluster, policy.needs(request))
+        event = decision_event(
+            resolved,
+            policy.evaluate(resolved, cluster),
+            conn=1,
+            client=principal.address,
+            api="CreateTopics",
+            api_key=19,
+            api_version=7,
+        )
+        stamp = (start + timedelta(minutes=13 * i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        events.append({"time": stamp, "schema": 1, **event})
+    return events
+
+
+def _micros(stamp: str) -> int:
+    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def _hour(stamp: str) -> int:
+    seconds = _micros(stamp) // 1_000_000
+    return seconds - seconds % 3600
+
+
+def _rules(event: dict[str, Any]) -> list[tuple[str, str]]:
+    # A rule whose two checks both failed is listed twice: the report counts it once.
+    return list(dict.fromkeys((v["rule"], v["mode"]) for v in event["violations"]))
+
+
+def _table(spark: SparkSession, out: Path, name: str) -> list[dict[str, Any]]:
+    df = spark.read.parquet(str(out / name))
+    # Epoch numbers, not datetimes: collected timestamps take the driver's local zone.
+    columns = [
+        F.unix_micros(c).alias(c) if c in ("hour", "first_seen", "last_seen") else F.col(c)
+        for c in df.columns
+    ]
+    return [row.asDict() for row in df.select(*columns).collect()]
+
+
+@pytest.fixture(scope="module")
+def run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One report over events given as a directory, a glob and a file: URI, bad lines mixed in."""
+    root = tmp_path_factory.mktemp("report")
+    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    cluster = example_cluster()
+    events = list(generate_events(policy, cluster, EVENTS - 20, seed=7, spacing=SPACING))
+    events += _tiny_segments(policy, cluster, 20, datetime(2026, 10, 1, 0, 5, tzinfo=UTC))
+    (root / "dir").mkdir()
+    (root / "glob").mkdir()
+    write_events(root / "dir" / "audit.jsonl", events[:1000])
+    write_events(root / "glob" / "audit-1.jsonl", events[1000:2000])
+    good = [json.dumps(e) for e in events[2000:]]
+    bad = [
+        "not json",
+        good[0][:-7],  # a line cut short
+        json.dumps(json.loads(good[1]) | {"schema": 2}),
+        json.dumps({k: v for k, v in json.loads(good[2]).items() if k != "principal"}),
+        json.dumps({k: v for k, v in json.loads(good[3]).items() if k != "principal"}),
+    ]
+    # Bad lines in between good ones; the good ones they were made from are kept too.
+    mixed = [*good[:300], *bad, *good[300:]]
+    malformed_file = root / "last.jsonl"
+    malformed_file.write_text("\n".join(mixed) + "\n")
+    out = root / "out"
+    summary = run_report(
+        spark,
+        [str(root / "dir"), str(root / "glob" / "*.jsonl"), malformed_file.as_uri()],
+        str(out),
+    )
+    return Run(events, malformed_file.name, out, summary)
+
+
+def test_the_input_has_what_the_report_is_about(run: Run) -> None:
+    decisions = Counter(e["decision"] for e in run.events)
+    assert min(decisions.values()) >= 20, decisions
+    hours = {_hour(e["time"]) for e in run.events}
+    assert len(hours) >= 7
+    assert any(len(_rules(e)) >= 2 for e in run.events)
+    assert any(len(_rules(e)) < len(e["violations"]) for e in run.events)
+
+
+def test_decisions_are_counted_per_hour_and_key(spark: SparkSession, run: Run) -> None:
+    expected = Counter(
+        (
+            _hour(e["time"]) * 1_000_000,
+            e["principal"],
+            e["topic"],
+            e["action"],
+            e["api"],
+            e["decision"],
+            e["mode"],
+        )
+        for e in run.events
+    )
+    rows = _table(spark, run.out, "decisions")
+    keys = ("hour", "principal", "topic", "action", "api", "decision", "mode")
+    got = {tuple(r[k] for k in keys): r["events"] for r in rows}
+    assert len(got) == len(rows)  # one row per key
+    assert got == dict(expected)
+    assert set(rows[0]) == {*keys, "events"}
+
+
+def test_violations_count_each_rule_of_each_event_once(spark: SparkSession, run: Run) -> None:
+    expected: Counter[tuple[Any, ...]] = Counter()
+    for e in run.events:
+        for rule, mode in _rules(e):
+            key = (_hour(e["time"]) * 1_000_000, e["principal"], e["topic"], e["action"])
+            expected[(*key, e["api"], e["decision"], e["mode"], rule, mode)] += 1
+    rows = _table(spark, run.out, "violations")
+    keys = (
+        "hour",
+        "principal",
+        "topic",
+        "action",
+        "api",
+        "decision",
+        "mode",
+        "rule",
+        "rule_mode",
+    )
+    got = {tuple(r[k] for k in keys): r["events"] for r in rows}
+    assert len(got) == len(rows)
+    assert got == dict(expected)
+
+
+def _ranked(totals: dict[str, dict[str, Any]]) -> list[str]:
+    return sorted(totals, key=lambda name: (-totals[name]["denials"], name))
+
+
+def test_top_denied_principals(spark: SparkSession, run: Run) -> None:
+    totals: dict[str, dict[str, Any]] = defaultdict(lambda: {"denials": 0, "topics": set()})
+    for e in run.events:
+        if e["decision"] == "denied":
+            entry = totals[e["principal"]]
+            entry["denials"] += 1
+            entry["topics"].add(e["topic"])
+            entry.setdefault("times", []).append(_micros(e["time"]))
+    rows = sorted(_table(spark, run.out, "top_denied_principals"), key=lambda r: r["rank"])
+    assert [r["principal"] for r in rows] == _ranked(totals)
+    assert [r["rank"] for r in rows] == list(range(1, len(totals) + 1))
+    for row in rows:
+        entry = totals[row["principal"]]
+        assert row["denials"] == entry["denials"]
+        assert row["topics"] == len(entry["topics"])
+        assert (row["first_seen"], row["last_seen"]) == (min(entry["times"]), max(entry["times"]))
+    top = run.summary["top_principals"]
+    assert [p["principal"] for p in top] == _ranked(totals)[:10]
+    assert top[0]["denials"] == totals[top[0]["principal"]]["denials"]
+
+
+def test_top_denied_rules_count_enforce_rules_of_denied_events(
+    spark: SparkSession, run: Run
+) -> None:
+    totals: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"denials": 0, "principals": set(), "topics": set(), "times": []}
+    )
+    for e in run.events:
+        for rule, mode in _rules(e):
+            if e["decision"] == "denied" and mode == "enforce":
+                entry = totals[rule]
+                entry["denials"] += 1
+                entry["principals"].add(e["principal"])
+                entry["topics"].add(e["topic"])
+                entry["times"].append(_micros(e["time"]))
+    rows = sorted(_table(spark, run.out, "top_denied_rules"), key=lambda r: r["rank"])
+    assert [r["rule"] for r in rows] == _ranked(totals)
+    assert "segment-size" not in {r["rule"] for r in rows}  # an audit rule denies nothing
+    for row in rows:
+        entry = totals[row["rule"]]
+        assert row["denials"] == entry["denials"]
+        assert row["principals"] == len(entry["principals"])
+        assert row["topics"] == len(entry["topics"])
+        assert (row["first_seen"], row["last_seen"]) == (min(entry["times"]), max(entry["times"]))
+    assert [r["rule"] for r in run.summary["top_rules"]] == _ranked(totals)[:10]
+
+
+def test_would_deny_counts_audit_rules(spark: SparkSession, run: Run) -> None:
+    expected: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    topics: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for e in run.events:
+        for rule, mode in _rules(e):
+            if mode == "audit":
+                expected[rule, e["principal"]][e["decision"]] += 1
+                topics[rule, e["principal"]].add(e["topic"])
+    assert expected, "the example policy's segment-size rule should have fired"
+    rows = _table(spark, run.out, "would_deny")
+    got = {(r["rule"], r["principal"]): r for r in rows}
+    assert set(got) == set(expected)
+    for key, counts in expected.items():
+        row = got[key]
+        assert row["would_deny"] == counts["audit-would-deny"]
+        assert row["denied_anyway"] == counts["denied"]
+        assert row["fired"] == counts.total()
+        assert row["topics"] == len(topics[key])
+    per_rule = {r["rule"]: r for r in run.summary["audit_rules"]}
+    assert per_rule["segment-size"]["would_deny"] == sum(
+        c["audit-would-deny"] for (rule, _), c in expected.items() if rule == "segment-size"
+    )
+
+
+def test_malformed_lines_are_counted_by_file_and_reason(spark: SparkSession, run: Run) -> None:
+    expected = {
+        "not a JSON object of the audit schema": 2,
+        "schema version 2": 1,
+        "missing field principal": 2,
+    }
+    rows = _table(spark, run.out, "malformed")
+    assert {r["problem"]: r["lines"] for r in rows} == expected
+    assert all(r["source"].endswith("/" + run.malformed_file) for r in rows)
+    malformed = run.summary["malformed"]
+    assert malformed["total"] == 5
+    assert malformed["by_problem"] == expected
+    assert list(malformed["by_file"].values()) == [5]
+    # Every good event is still counted, the ones next to the bad lines too.
+    assert run.summary["events"] == EVENTS
+    assert run.summary["decisions"] == dict(Counter(e["decision"] for e in run.events))
+
+
+def test_summary_is_written_and_returned(run: Run) -> None:
+    written = json.loads((run.out / "summary.json").read_text())
+    assert written == run.summary
+    times = sorted(e["time"] for e in run.events)
+    assert run.summary["time_range"] == {"first": times[0], "last": times[-1]}
+    outputs = run.summary["outputs"]
+    for name in ("decisions", "violations", "top_denied_principals", "top_denied_rules"):
+        assert Path(outputs[name]) == run.out / name
+    assert Path(outputs["report"]).is_file()
+
+
+def _self_contained(html: str) -> list[str]:
+    assert not re.search(r"https?:", html)
+    images = re.findall(r'<img[^>]*src="([^"]*)"', html)
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    return images
+
+
+def test_html_report_is_self_contained_with_the_key_numbers(run: Run) -> None:
+    html = (run.out / "report.html").read_text()
+    assert len(_self_contained(html)) == 3  # decisions over time, top rules, top principals
+    counts = Counter(e["decision"] for e in run.events)
+    for figure in (EVENTS, counts["denied"], counts["audit-would-deny"], counts["allowed"]):
+        assert f"<dd>{figure:,}</dd>" in html
+    assert "<dd>5</dd>" in html  # malformed lines
+    for problem in ("not a JSON object of the audit schema", "missing field principal"):
+        assert f"<td>{problem}</td>" in html
+    assert run.malformed_file in html
+    assert run.summary["top_principals"][0]["principal"] in html
+    assert "segment-size" in html
+
+
+def test_empty_input_gives_an_empty_report(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("")
+    out = tmp_path / "out"
+    summary = run_report(spark, [str(tmp_path / "empty.jsonl")], out.as_uri())
+    assert summary["events"] == 0
+    assert summary["malformed"]["total"] == 0
+    assert summary["time_range"] == {"first": None, "last": None}
+    assert summary["top_principals"] == summary["top_rules"] == []
+    for name in ("decisions", "violations", "top_denied_principals", "malformed"):
+        assert _table(spark, out, name) == []
+    html = (out / "report.html").read_text()
+    assert _self_contained(html) == []
+    assert "nothing to report" in html
+    assert json.loads((out / "summary.json").read_text()) == summary
