@@ -16,8 +16,9 @@ event carries (`missing_facts`):
   wins over the snapshot's state of that topic (also in the snapshot's total partitions and
   topic names); a missing current state or broker defaults are resolved from the snapshot as
   the proxy would (a non-create whose topic the snapshot lacks is denied by `cluster-state`,
-  as the proxy denies it). Events carry no cluster id, so snapshots of several clusters are
-  refused rather than matched by guesswork.
+  as the proxy denies it). Events carry no cluster id, so exactly one snapshot is taken:
+  several (of several clusters, or of one cluster at several times) are refused rather than
+  matched to events by guesswork.
 
 A request that cannot be parsed or evaluated becomes `error`, with the reason; none is dropped.
 
@@ -59,7 +60,7 @@ from pipeline.audit_events import read_audit
 from pipeline.evaluation import cluster_json, compiled, missing_topic, shipped_cluster
 from pipeline.html_report import Chart, Report, Table, bar_chart, render
 from pipeline.output import write_text
-from pipeline.snapshots import SnapshotError, read_clusters
+from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
 from policy.builders import resolve
 from policy.cluster import ClusterState, InMemoryCluster
 from policy.engine import CompiledPolicy
@@ -548,12 +549,19 @@ def _snapshot_cluster(
 ) -> tuple[str | None, InMemoryCluster | None]:
     if not snapshots:
         return None, None
+    heads = (
+        read_snapshot_lines(spark, snapshots)
+        .where(F.col("kind") == "cluster")
+        .select("source", "cluster_id")
+        .collect()
+    )
     clusters = read_clusters(spark, snapshots)
-    if len(clusters) != 1:
-        found = ", ".join(sorted(clusters)) or "none"
+    if len(heads) != 1 or len(clusters) != 1:
+        # Two snapshots of one cluster would also be merged into one, every topic twice.
+        found = ", ".join(sorted(f"{r['cluster_id']} ({r['source']})" for r in heads)) or "none"
         raise SnapshotError(
-            f"replay needs the snapshot of exactly one cluster (found: {found}): audit events "
-            "carry no cluster id, so events cannot be matched to one of several clusters; "
+            f"replay needs exactly one snapshot, of one cluster (found: {found}): audit events "
+            "carry no cluster id, so events cannot be matched to one of several snapshots; "
             "replay each cluster's audit logs with its own snapshot"
         )
     ((cluster_id, cluster),) = clusters.items()

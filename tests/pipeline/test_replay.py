@@ -255,12 +255,14 @@ def test_a_bad_policy_is_refused_before_any_spark_work(spark: SparkSession, tmp_
         run_replay(spark, str(bad), [str(tmp_path / "missing")], str(tmp_path / "out"))
 
 
-def test_snapshots_of_several_clusters_are_refused(
-    spark: SparkSession, audit: Path, tmp_path: Path
-) -> None:
+def test_several_snapshots_are_refused(spark: SparkSession, audit: Path, tmp_path: Path) -> None:
     write_snapshot(tmp_path / "a.jsonl", example_cluster(3), "A")
     write_snapshot(tmp_path / "b.jsonl", example_cluster(3), "B")
-    with pytest.raises(SnapshotError, match="exactly one cluster"):
+    with pytest.raises(SnapshotError, match="exactly one snapshot"):
+        run_replay(spark, str(EXAMPLE), [str(audit)], str(tmp_path / "out"), [str(tmp_path)])
+    # One cluster twice (say, a week apart) would count every topic twice: refused too.
+    write_snapshot(tmp_path / "b.jsonl", example_cluster(3), "A")
+    with pytest.raises(SnapshotError, match=r"A \(.*a\.jsonl\), A \(.*b\.jsonl\)"):
         run_replay(spark, str(EXAMPLE), [str(audit)], str(tmp_path / "out"), [str(tmp_path)])
 
 
