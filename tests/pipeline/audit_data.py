@@ -77,6 +77,24 @@ def example_cluster(topics: int = 40) -> InMemoryCluster:
     return InMemoryCluster.of(states, brokers=3, defaults=DEFAULTS)
 
 
+def write_snapshot(path: Path, cluster: InMemoryCluster, cluster_id: str = "example") -> Path:
+    """The cluster in the snapshot format pipeline/snapshots.py reads (docs/snapshot.md)."""
+    lines: list[dict[str, Any]] = [
+        {
+            "kind": "cluster",
+            "schema": 1,
+            "cluster_id": cluster_id,
+            "taken_at": "2026-10-01T00:00:00.000000Z",
+            "brokers": [{"id": i, "host": "b", "port": 9092} for i in range(cluster.brokers)],
+            "defaults": dict(cluster.defaults),
+        }
+    ]
+    lines += [{"kind": "topic", "cluster_id": cluster_id, **t.to_dict()} for t in cluster.topics]
+    lines.append({"kind": "end", "cluster_id": cluster_id, "topics": len(cluster.topics)})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
 def random_request(rng: random.Random, cluster: InMemoryCluster) -> tuple[TopicRequest, str]:
     """One per-topic request as a client would send it, with its API kind."""
     principal = Principal(rng.choice(PRINCIPALS), f"client-{rng.randrange(20)}", "10.0.0.7:5000")

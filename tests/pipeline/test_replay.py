@@ -20,7 +20,12 @@ from policy.cluster import InMemoryCluster
 from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
 from proxy.enforcement import CLUSTER_STATE_RULE as PROXY_CLUSTER_STATE_RULE
-from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+from tests.pipeline.audit_data import (
+    example_cluster,
+    generate_events,
+    write_events,
+    write_snapshot,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "policy.yaml"
@@ -40,24 +45,6 @@ def audit(events: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
     directory = tmp_path_factory.mktemp("audit")
     write_events(directory / "audit.jsonl", events)
     return directory
-
-
-def write_snapshot(path: Path, cluster: InMemoryCluster, cluster_id: str = "example") -> Path:
-    """The cluster in the snapshot format pipeline/snapshots.py reads (docs/snapshot.md)."""
-    lines: list[dict[str, Any]] = [
-        {
-            "kind": "cluster",
-            "schema": 1,
-            "cluster_id": cluster_id,
-            "taken_at": "2026-10-01T00:00:00.000000Z",
-            "brokers": [{"id": i, "host": "b", "port": 9092} for i in range(cluster.brokers)],
-            "defaults": dict(cluster.defaults),
-        }
-    ]
-    lines += [{"kind": "topic", "cluster_id": cluster_id, **t.to_dict()} for t in cluster.topics]
-    lines.append({"kind": "end", "cluster_id": cluster_id, "topics": len(cluster.topics)})
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
 
 
 @pytest.fixture(scope="module")
