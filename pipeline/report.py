@@ -1,7 +1,7 @@
 """The `report` job: who is being denied what, and is it getting better?
 
 One scan of the audit JSON (bad lines included, with their reason) feeds one fine-grained
-aggregate, cached (spilling to disk if need be). `decisions` and `violations` are its rows as
+aggregate, cached on local disk. `decisions` and `violations` are its rows as
 they are; an aggregate of it over the whole input (no hour, so small) gives the other tables,
 which are ranked on the driver. Each table is Parquet under `out/`, overwritten; times are
 UTC instants, counts are longs:
@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -96,24 +97,36 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
     """Write the report tables, report.html and summary.json under `out`; return the summary."""
     base = out.rstrip("/")
     outputs: dict[str, str] = {}
-    fine = fine_aggregate(read_audit(spark, audit, with_request=False))
-    fine.persist(StorageLevel.MEMORY_AND_DISK)
+    lines = read_audit(spark, audit, with_request=False)
+    fine = fine_aggregate(lines)
     try:
-        # The first write scans the JSON and fills the cache; everything else reads a cache.
-        for name, table in big_tables(fine).items():
-            outputs[name] = f"{base}/{name}"
-            table.write.mode("overwrite").parquet(outputs[name])
-        hourly = _rows(_hourly(fine), ("hour", "first_seen", "last_seen"))
+        # Only this aggregation is big: the others get the session's partitions.
+        with _shuffle_partitions(spark, lines.lines.rdd.getNumPartitions()):
+            # On disk: it can be as big as the heap (~500 MB for 10 million events) and in
+            # memory it would fight the aggregations for it. Reading it back is cheap.
+            fine.persist(StorageLevel.DISK_ONLY)
+            # The first write scans the JSON and fills the cache; the second reads the cache.
+            tables = big_tables(fine)
+            outputs["decisions"] = f"{base}/decisions"
+            tables["decisions"].write.mode("overwrite").parquet(outputs["decisions"])
+        outputs["violations"] = f"{base}/violations"
+        tables["violations"].write.mode("overwrite").parquet(outputs["violations"])
         whole = whole_input(fine).persist(StorageLevel.MEMORY_AND_DISK)
         whole.count()  # filled from `fine` while it is still cached
     finally:
         fine.unpersist()
     try:
+        totals = _rows(_totals(whole))
         small = {name: _rows(df) for name, df in small_aggregates(whole).items()}
     finally:
         whole.unpersist()
-    tables = _ordered(small)
-    for name, rows in tables.items():
+    # Three columns of the table just written: cheaper than another pass over the cache.
+    decisions = spark.read.parquet(outputs["decisions"])
+    hourly = _rows(
+        decisions.groupBy("hour", "decision").agg(F.sum("events").alias("events")), ("hour",)
+    )
+    ordered = _ordered(small)
+    for name, rows in ordered.items():
         outputs[name] = f"{base}/{name}"
         schema = SMALL_TABLES[name]
         data = [tuple(row[f.name] for f in schema.fields) for row in rows]
@@ -121,11 +134,25 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
         frame.write.mode("overwrite").parquet(outputs[name])
     outputs["report"] = f"{base}/report.html"
     outputs["summary"] = f"{base}/summary.json"
-    facts = _facts(hourly, tables)
+    facts = _facts(totals, hourly, ordered)
     summary = _summary(facts, outputs)
     write_text(spark, base, "report.html", render(_html(facts, audit)))
     write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+@contextmanager
+def _shuffle_partitions(spark: SparkSession, splits: int) -> Iterator[None]:
+    # With few shuffle partitions (8 on a laptop), 10 million events aggregate into ~2 million
+    # rows per task, which spill and fall back to sorting: one partition per input split keeps
+    # each in memory. Set while the plan is made and run, then restored.
+    key = "spark.sql.shuffle.partitions"
+    previous = spark.conf.get(key) or "200"  # never unset: 200 is its default
+    spark.conf.set(key, str(max(int(previous), splits)))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, previous)
 
 
 def fine_aggregate(audit: AuditInput) -> DataFrame:
@@ -249,10 +276,10 @@ def _ordered(small: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str,
     }
 
 
-def _hourly(fine: DataFrame) -> DataFrame:
+def _totals(whole: DataFrame) -> DataFrame:
     return (
-        fine.where(_good() & F.col("rule").isNull())
-        .groupBy("hour", "decision")
+        whole.where(_good() & F.col("rule").isNull())
+        .groupBy("decision")
         .agg(
             F.sum("events").alias("events"),
             F.min("first_seen").alias("first_seen"),
@@ -299,10 +326,14 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _facts(hourly: list[dict[str, Any]], tables: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _facts(
+    totals: list[dict[str, Any]],
+    hourly: list[dict[str, Any]],
+    tables: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
     by_decision = dict.fromkeys(DECISIONS, 0)
-    for row in hourly:
-        by_decision[row["decision"]] += row["events"]
+    for row in totals:
+        by_decision[row["decision"]] = row["events"]
     per_rule: dict[str, dict[str, Any]] = {}
     for row in tables["would_deny"]:
         entry = per_rule.setdefault(
@@ -314,8 +345,8 @@ def _facts(hourly: list[dict[str, Any]], tables: dict[str, list[dict[str, Any]]]
         entry["principals"] += row["would_deny"] > 0
     return {
         "decisions": by_decision,
-        "first": min((r["first_seen"] for r in hourly), default=None),
-        "last": max((r["last_seen"] for r in hourly), default=None),
+        "first": min((r["first_seen"] for r in totals), default=None),
+        "last": max((r["last_seen"] for r in totals), default=None),
         "hourly": hourly,
         "principals": tables["top_denied_principals"],
         "rules": tables["top_denied_rules"],
