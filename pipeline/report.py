@@ -50,6 +50,7 @@ from pipeline.html_report import Chart, Report, Table, bar_chart, render, time_c
 from pipeline.output import write_text
 
 EVENT_KEYS = ("principal", "topic", "action", "api", "decision", "mode")
+UNNAMED = "(no rule name)"
 TOP = 10  # rows in the summary and the bar charts
 TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
 # Beyond a week, hourly points are too many to read: the chart switches to days.
@@ -161,11 +162,14 @@ def fine_aggregate(audit: AuditInput) -> DataFrame:
     # last_seen. A good event gives one row with a null rule (its decision) and one row per
     # distinct rule it violated, so `decisions` and `violations` are these rows as they are,
     # without another shuffle. A bad line gives one row with only source and problem set.
-    # Two checks of one rule can fail in one event: the rule counts once.
+    # Two checks of one rule can fail in one event: the rule counts once. A violation without
+    # a rule name still counts, named so that it cannot pass for the event's decision row.
     rules = F.array_distinct(
         F.transform(
             "violations",
-            lambda v: F.struct(v["rule"].alias("rule"), v["mode"].alias("rule_mode")),
+            lambda v: F.struct(
+                F.coalesce(v["rule"], F.lit(UNNAMED)).alias("rule"), v["mode"].alias("rule_mode")
+            ),
         )
     )
     no_rule = F.array(F.lit(None).cast(_RULE))

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.report import run_report
+from pipeline.report import UNNAMED, run_report
 from policy.builders import create_request, resolve
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
@@ -72,7 +72,7 @@ def _hour(stamp: str) -> int:
 
 def _rules(event: dict[str, Any]) -> list[tuple[str, str]]:
     # A rule whose two checks both failed is listed twice: the report counts it once.
-    return list(dict.fromkeys((v["rule"], v["mode"]) for v in event["violations"]))
+    return list(dict.fromkeys((v.get("rule", UNNAMED), v["mode"]) for v in event["violations"]))
 
 
 def _table(spark: SparkSession, out: Path, name: str) -> list[dict[str, Any]]:
@@ -93,6 +93,9 @@ def run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run:
     cluster = example_cluster()
     events = list(generate_events(policy, cluster, EVENTS - 20, seed=7, spacing=SPACING))
     events += _tiny_segments(policy, cluster, 20, datetime(2026, 10, 1, 0, 5, tzinfo=UTC))
+    # A violation that lost its rule name is still a violation, and the event is still one.
+    nameless = next(e for e in events[2000:] if e["decision"] == "denied")
+    nameless["violations"][0].pop("rule")
     (root / "dir").mkdir()
     (root / "glob").mkdir()
     write_events(root / "dir" / "audit.jsonl", events[:1000])
