@@ -56,6 +56,8 @@ TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
 # Beyond a week, hourly points are too many to read: the chart switches to days.
 HOURLY_SPAN = timedelta(days=7)
 
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 _RULE = StructType([StructField("rule", StringType()), StructField("rule_mode", StringType())])
 
 
@@ -102,9 +104,9 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
     fine = fine_aggregate(lines)
     try:
         # Only this aggregation is big: the others get the session's partitions.
-        with _shuffle_partitions(spark, lines.lines.rdd.getNumPartitions()):
-            # On disk: it can be as big as the heap (~500 MB for 10 million events) and in
-            # memory it would fight the aggregations for it. Reading it back is cheap.
+        with _big_aggregation(spark, lines.lines.rdd.getNumPartitions()):
+            # On disk: it can be bigger than the heap (~500 MB compressed for 10 million
+            # events) and in memory it would fight the aggregations for it.
             fine.persist(StorageLevel.DISK_ONLY)
             # The first write scans the JSON and fills the cache; the second reads the cache.
             tables = big_tables(fine)
@@ -143,17 +145,27 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
 
 
 @contextmanager
-def _shuffle_partitions(spark: SparkSession, splits: int) -> Iterator[None]:
-    # With few shuffle partitions (8 on a laptop), 10 million events aggregate into ~2 million
-    # rows per task, which spill and fall back to sorting: one partition per input split keeps
-    # each in memory. Set while the plan is made and run, then restored.
-    key = "spark.sql.shuffle.partitions"
-    previous = spark.conf.get(key) or "200"  # never unset: 200 is its default
-    spark.conf.set(key, str(max(int(previous), splits)))
+def _big_aggregation(spark: SparkSession, splits: int) -> Iterator[None]:
+    # Set while the plan is made and run, then restored. With few shuffle partitions (8 on a
+    # laptop), 10 million events aggregate into ~2 million rows per task, which spill and
+    # fall back to sorting: one partition per input split keeps each in memory. The cache's
+    # own compression costs more CPU than the scan of the JSON saves: it is on local disk.
+    shuffle = spark.conf.get(_SHUFFLE_PARTITIONS) or "200"  # never unset: 200 is the default
+    settings = {
+        _SHUFFLE_PARTITIONS: str(max(int(shuffle), splits)),
+        _CACHE_COMPRESSED: "false",
+    }
+    previous = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(key, previous)
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def fine_aggregate(audit: AuditInput) -> DataFrame:

@@ -313,3 +313,9 @@ def test_empty_input_gives_an_empty_report(spark: SparkSession, tmp_path: Path) 
     assert _self_contained(html) == []
     assert "nothing to report" in html
     assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_the_session_settings_are_restored(spark: SparkSession, run: Run) -> None:
+    assert run.summary["events"] == EVENTS
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
+    assert spark.conf.get("spark.sql.inMemoryColumnarStorage.compressed") == "true"
