@@ -101,19 +101,24 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
     base = out.rstrip("/")
     outputs: dict[str, str] = {}
     lines = read_audit(spark, audit, with_request=False)
+    splits = lines.lines.rdd.getNumPartitions()
+    # One Parquet file per ~8 input splits (~1 GB of JSON) rather than one per split.
+    files = max(1, splits // 8)
     fine = fine_aggregate(lines)
     try:
         # Only this aggregation is big: the others get the session's partitions.
-        with _big_aggregation(spark, lines.lines.rdd.getNumPartitions()):
+        with _big_aggregation(spark, splits):
             # On disk: it can be bigger than the heap (~500 MB compressed for 10 million
             # events) and in memory it would fight the aggregations for it.
             fine.persist(StorageLevel.DISK_ONLY)
             # The first write scans the JSON and fills the cache; the second reads the cache.
             tables = big_tables(fine)
             outputs["decisions"] = f"{base}/decisions"
-            tables["decisions"].write.mode("overwrite").parquet(outputs["decisions"])
+            tables["decisions"].coalesce(files).write.mode("overwrite").parquet(
+                outputs["decisions"]
+            )
         outputs["violations"] = f"{base}/violations"
-        tables["violations"].write.mode("overwrite").parquet(outputs["violations"])
+        tables["violations"].coalesce(files).write.mode("overwrite").parquet(outputs["violations"])
         whole = whole_input(fine).persist(StorageLevel.MEMORY_AND_DISK)
         whole.count()  # filled from `fine` while it is still cached
     finally:
