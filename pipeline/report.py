@@ -108,8 +108,8 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
     try:
         # Only this aggregation is big: the others get the session's partitions.
         with _big_aggregation(spark, splits):
-            # On disk: it can be bigger than the heap (~500 MB compressed for 10 million
-            # events) and in memory it would fight the aggregations for it.
+            # On local disk: it can be bigger than the heap (~600 MB for 10 million events),
+            # and in memory it would fight the aggregations for it.
             fine.persist(StorageLevel.DISK_ONLY)
             # The first write scans the JSON and fills the cache; the second reads the cache.
             tables = big_tables(fine)
