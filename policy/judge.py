@@ -1,0 +1,179 @@
+"""The one judge: topic requests, the policy and the cluster facts in; one verdict per topic out.
+
+The proxy, `policy eval` and `policy test`, the replay and the scan all decide through this
+module, so the same request with the same facts gets the same decision everywhere. It is
+sans-IO, like h11: `Judgement(policy, requests).query` says which facts to read; the caller
+reads them from its source (the proxy's live cache, a cluster file or snapshot, a recorded
+audit event) and passes them to `decide`, or calls `unavailable` when they cannot be read.
+`judge()` does both for a synchronous `FactSource`.
+
+This is the only place that knows:
+- which facts a batch needs (the union of every topic's needs, plus the topic state of a
+  delete by topic id, which is needed to learn the name);
+- that an id naming no known topic is not decided here (the caller answers it);
+- that a non-create whose current state the rules need, but the facts lack, is denied under
+  the `cluster-state` rule (judging without it could let a change through);
+- that facts which cannot be read deny every topic (fail closed);
+- that facts an offline source never recorded leave the topic undecided, with the reason.
+Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from policy.builders import resolve
+from policy.cluster import ClusterState, InMemoryCluster
+from policy.engine import CompiledPolicy
+from policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
+
+CLUSTER_STATE_RULE = "cluster-state"
+
+
+@dataclass(frozen=True, slots=True)
+class FactQuery:
+    """The facts a batch needs: TOPIC_STATE is read only for the names and ids listed."""
+
+    facts: frozenset[Fact]
+    names: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """Facts read for a query: the cluster, and which facts to fold into each request.
+
+    `resolve` is empty when the requests already carry their state (a recorded event, a
+    scanned topic), so that nothing is recomputed over it.
+    """
+
+    cluster: ClusterState
+    resolve: frozenset[Fact]
+
+
+NO_FACTS = Facts(InMemoryCluster(), frozenset())
+
+
+class FactsUnavailable(Exception):
+    """The facts could not be read (cluster unreachable, timeout): every topic is denied."""
+
+
+class FactsNotRecorded(Exception):
+    """An offline source does not hold the facts: the topics stay undecided, with the reason."""
+
+
+class FactSource(Protocol):
+    """Where facts come from, synchronously: a described cluster, a snapshot, a recorded event."""
+
+    def read(self, query: FactQuery) -> Facts:
+        """The facts for the query; FactsUnavailable or FactsNotRecorded if it cannot."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One topic: the request as judged (facts folded in) and its decision.
+
+    `decision` is None when the judge did not decide: a topic id naming no known topic (the
+    proxy lets the broker answer it), or facts the source never recorded (`reason` says which).
+    """
+
+    request: TopicRequest
+    decision: Decision | None
+    reason: str | None = None
+
+
+class Judgement:
+    """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
+
+    __slots__ = ("_policy", "_requests", "query")
+
+    def __init__(self, policy: CompiledPolicy, requests: Sequence[TopicRequest]) -> None:
+        self._policy = policy
+        self._requests = tuple(requests)
+        facts: set[Fact] = set()
+        names: set[str] = set()
+        ids: set[str] = set()
+        for request in self._requests:
+            needed = policy.needs(request)
+            if not request.name:
+                needed |= {Fact.TOPIC_STATE}  # a delete by topic id needs the topic's name
+            facts |= needed
+            if Fact.TOPIC_STATE in needed and request.current is None:
+                if request.topic is not None:
+                    names.add(request.topic)
+                elif request.topic_id is not None:
+                    ids.add(request.topic_id)
+        self.query = FactQuery(frozenset(facts), frozenset(names), frozenset(ids))
+
+    def decide(self, facts: Facts) -> list[Verdict]:
+        """Fold the facts into each request and evaluate it."""
+        policy, cluster, wanted = self._policy, facts.cluster, facts.resolve
+        verdicts = []
+        for request in self._requests:
+            resolved = resolve(request, cluster, wanted) if wanted else request
+            if not resolved.name:
+                verdicts.append(
+                    Verdict(resolved, None, f"topic id {resolved.topic_id} names no known topic")
+                )
+            elif (
+                resolved.current is None
+                and resolved.action is not Action.CREATE
+                and Fact.TOPIC_STATE in policy.needs(resolved)
+            ):
+                message = (
+                    f"[{CLUSTER_STATE_RULE}] topic {resolved.name!r} is not in the cluster "
+                    "metadata the proxy read; denied because the policy needs its current state"
+                )
+                verdicts.append(_denied(resolved, message))
+            else:
+                verdicts.append(Verdict(resolved, policy.evaluate(resolved, cluster)))
+        return verdicts
+
+    def unavailable(self, reason: str) -> list[Verdict]:
+        """The facts could not be read: deny every topic, saying why (fail closed)."""
+        message = (
+            f"[{CLUSTER_STATE_RULE}] the proxy cannot read the cluster state ({reason}); "
+            "denied because the policy cannot be checked"
+        )
+        return [_denied(request, message) for request in self._requests]
+
+    def not_recorded(self, reason: str) -> list[Verdict]:
+        """The source lacks facts the policy needs: leave every topic undecided."""
+        return [Verdict(request, None, reason) for request in self._requests]
+
+
+def judge(
+    policy: CompiledPolicy, requests: Sequence[TopicRequest], source: FactSource
+) -> list[Verdict]:
+    """Judge a batch against a synchronous fact source."""
+    judgement = Judgement(policy, requests)
+    try:
+        facts = source.read(judgement.query)
+    except FactsUnavailable as exc:
+        return judgement.unavailable(str(exc))
+    except FactsNotRecorded as exc:
+        return judgement.not_recorded(str(exc))
+    return judgement.decide(facts)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """A `FactSource` over a cluster held in memory (a described cluster, a snapshot file).
+
+    It answers as the proxy's live cache does: every fact the query names is read from the
+    cluster and folded into the requests.
+    """
+
+    cluster: ClusterState
+
+    def read(self, query: FactQuery) -> Facts:
+        """The cluster, with the queried facts to fold in."""
+        return Facts(self.cluster, query.facts) if query.facts else NO_FACTS
+
+
+def _denied(request: TopicRequest, message: str) -> Verdict:
+    violation = Violation(CLUSTER_STATE_RULE, message, Mode.ENFORCE)
+    return Verdict(request, Decision(request.name, request.action, False, (violation,)))
