@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, compile_rule
 from policy.cluster import INTERNAL_TOPICS, ClusterState
+from policy.decision_log import policy_revision
 from policy.model import Action, Decision, Fact, Mode, Principal, TopicRequest, Violation
 from policy.plugins import (
     PluginLoadError,
@@ -135,8 +136,12 @@ class CompiledPolicy:
     executor gets fresh plugin instances (which it must `close()`).
     """
 
-    def __init__(self, document: PolicyDocument, *, load_plugins: bool = True) -> None:
+    def __init__(
+        self, document: PolicyDocument, *, load_plugins: bool = True, revision: str | None = None
+    ) -> None:
         self.document = document
+        # The policy_revision every decision record carries: the file's content hash.
+        self.revision = revision or policy_revision(document.model_dump_json())
         self.dry_run = document.dry_run
         self._load_plugins = load_plugins
         plans: dict[ActionKey, list[_Entry]] = {key: [] for key in ALL_KEYS}
@@ -186,10 +191,16 @@ class CompiledPolicy:
         self._mode = Mode.AUDIT if document.dry_run else Mode.ENFORCE
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"document": self.document, "load_plugins": self._load_plugins}
+        return {
+            "document": self.document,
+            "load_plugins": self._load_plugins,
+            "revision": self.revision,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["document"], load_plugins=state["load_plugins"])  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["document"], load_plugins=state["load_plugins"], revision=state["revision"]
+        )
 
     @property
     def rule_names(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from policy.configs import ConfigType, config_type, parse_bound
+from policy.decision_log import policy_revision
 from policy.engine import CompiledPolicy
 from policy.plugins import PluginLoadError
 from policy.rules import PolicyDocument, Rule
@@ -87,7 +88,8 @@ def load_policy(
     """Validate and compile a policy; plugins are imported and started unless told not to."""
     document = parse_document(source, name)
     try:
-        return CompiledPolicy(document, load_plugins=load_plugins)
+        revision = policy_revision(source) if isinstance(source, str) else None
+        return CompiledPolicy(document, load_plugins=load_plugins, revision=revision)
     except PluginLoadError as exc:
         index = exc.index if exc.index is not None else 0
         raise PolicyError(name, [Problem(("plugins", index, "class"), str(exc))]) from None
