@@ -1,8 +1,9 @@
 """Admin request latency, direct and through the enforcing proxy (examples/policy.yaml), one run.
 
-Usage: python bench/admin_latency.py [--samples N]
+Usage: python bench/admin_latency.py [--samples N] [--baseline TREE]
 Starts its own cluster (ports 24092+) and proxy (24400+); requests go over one raw connection
-each (tests/wire.py), so client overhead is the same on both paths.
+each (tests/wire.py), so client overhead is the same on both paths. `--baseline TREE` also
+runs the proxy of another checkout (ports 24600+) with the same policy, in the same rotation.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.throughput import baseline_proxy
 from codec.registry import request_class
 from tests.integration.support import ProxyProcess, load_launcher
 from tests.messages import build
@@ -70,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
     args = parser.parse_args()
     launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-admin-bench-"))
@@ -84,18 +87,16 @@ def main() -> None:
 
 def run(kafka: Any, args: argparse.Namespace) -> None:
     """Measure with a proxy in front of the running cluster."""
-    proxy = ProxyProcess(
-        args.work,
-        kafka.bootstrap_servers,
-        24400,
-        24500,
-        extra={"policy": {"file": str(REPO / "examples" / "policy.yaml")}},
-    )
+    policy = {"policy": {"file": str(REPO / "examples" / "policy.yaml")}}
+    proxies = {"proxy": ProxyProcess(args.work, kafka.bootstrap_servers, 24400, 24500, policy)}
+    if args.baseline is not None:
+        proxies["baseline"] = baseline_proxy(
+            args.work, kafka.bootstrap_servers, args.baseline, 24600, policy
+        )
     host, port = kafka.bootstrap_servers.split(",")[0].split(":")
-    paths = {
-        "direct": WireClient(host, int(port), timeout=120),
-        "proxy": WireClient("127.0.0.1", proxy.bootstrap_port, timeout=120),
-    }
+    paths = {"direct": WireClient(host, int(port), timeout=120)}
+    for name, proxy in proxies.items():
+        paths[name] = WireClient("127.0.0.1", proxy.bootstrap_port, timeout=120)
     topic = "bench.latency"
     paths["direct"].request(create_request([topic], validate_only=False))
     time.sleep(2)
@@ -131,25 +132,29 @@ def run(kafka: Any, args: argparse.Namespace) -> None:
             for name, client in paths.items():
                 ms, response = timed(client, create_request(names, validate_only=True))
                 errors = sum(1 for t in response.topics if t.error_code.value == 44)
-                assert errors == (500 if name == "proxy" else 0), errors
+                assert errors == (0 if name == "direct" else 500), errors
                 label = "CreateTopics validate_only, 1,000 topics, half denied by the proxy"
                 results[name].setdefault(label, []).append(ms)
     finally:
         for client in paths.values():
             client.close()
-        proxy.stop()
-    print(
-        "| request | direct p50 ms | proxy p50 ms | added p50 ms | direct p99 ms | proxy p99 ms |"
-    )
-    print("|---|---|---|---|---|---|")
-    for label in results["direct"]:
-        d, p = results["direct"][label], results["proxy"][label]
-        q = [statistics.quantiles(x, n=100) for x in (d, p)] if len(d) >= 100 else None
-        p99 = f"{q[0][98]:.2f} | {q[1][98]:.2f}" if q else "n/a | n/a"
+        for proxy in proxies.values():
+            proxy.stop()
+    for name in proxies:
+        print(f"\n{name}:")
         print(
-            f"| {label} | {statistics.median(d):.2f} | {statistics.median(p):.2f} | "
-            f"+{statistics.median(p) - statistics.median(d):.2f} | {p99} |"
+            f"| request | direct p50 ms | {name} p50 ms | added p50 ms | direct p99 ms "
+            f"| {name} p99 ms |"
         )
+        print("|---|---|---|---|---|---|")
+        for label in results["direct"]:
+            d, p = results["direct"][label], results[name][label]
+            q = [statistics.quantiles(x, n=100) for x in (d, p)] if len(d) >= 100 else None
+            p99 = f"{q[0][98]:.2f} | {q[1][98]:.2f}" if q else "n/a | n/a"
+            print(
+                f"| {label} | {statistics.median(d):.2f} | {statistics.median(p):.2f} | "
+                f"+{statistics.median(p) - statistics.median(d):.2f} | {p99} |"
+            )
 
 
 if __name__ == "__main__":

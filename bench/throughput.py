@@ -4,7 +4,11 @@ Throughput comes from Kafka's own kafka-producer-perf-test and kafka-consumer-pe
 same jars as the cluster); latency from single librdkafka produce round trips.
 
 Usage: python bench/throughput.py [--records N] [--repeats R] [--latency-samples S]
+                                 [--baseline TREE]
 Starts its own cluster (scripts/local_kafka.py) and proxy on ports 23092+ and 23400+.
+`--baseline TREE` also runs the proxy from another checkout (e.g. the previous commit, from
+`git worktree add`) on ports 23600+, in the same rotation, so a change is measured against
+what it replaces in one run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.integration.support import ProxyProcess, load_launcher
+
+BASELINE_PORT = 23600
 
 RECORD = b"x" * 1024
 QUIET = {"log_level": 3}
@@ -101,6 +107,20 @@ def produce_latency(bootstrap: str, topic: str, samples: int) -> list[float]:
     return latencies
 
 
+def baseline_proxy(
+    work: Path,
+    upstream: str,
+    tree: Path,
+    port: int = BASELINE_PORT,
+    extra: dict[str, Any] | None = None,
+) -> ProxyProcess:
+    """The proxy of another checkout, run from this venv with that tree first on the path."""
+    workdir = work / "baseline"
+    workdir.mkdir()
+    env = {"PYTHONPATH": str(tree.resolve())}
+    return ProxyProcess(workdir, upstream, port, port + 100, extra, env=env)
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0-100) by nearest rank."""
     ordered = sorted(values)
@@ -114,14 +134,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=2000)
     parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
     args = parser.parse_args()
 
     launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
     kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=23092)
     kafka.up(timeout=180)
-    proxy = ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500)
-    targets = {"direct": kafka.bootstrap_servers, "proxy": proxy.bootstrap}
+    proxies = {"proxy": ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500)}
+    if args.baseline is not None:
+        proxies["baseline"] = baseline_proxy(work, kafka.bootstrap_servers, args.baseline)
+    targets = {"direct": kafka.bootstrap_servers, **{n: p.bootstrap for n, p in proxies.items()}}
     results: dict[str, dict[str, list[float]]] = {
         t: {"produce_rps": [], "consume_rps": [], "latency_ms": []} for t in targets
     }
@@ -143,7 +166,8 @@ def main() -> None:
                     file=sys.stderr,
                 )
     finally:
-        proxy.stop()
+        for proxy in proxies.values():
+            proxy.stop()
         kafka.down()
 
     rows = {}
@@ -158,7 +182,7 @@ def main() -> None:
             "p50_ms": percentile(r["latency_ms"], 50),
             "p99_ms": percentile(r["latency_ms"], 99),
         }
-    d, p = rows["direct"], rows["proxy"]
+    d = rows["direct"]
     print(
         "| path | produce rec/s | produce MB/s | consume rec/s | consume MB/s "
         "| produce p50 ms | produce p99 ms |"
@@ -170,11 +194,13 @@ def main() -> None:
             f"{r['consume_rps']:,.0f} | {r['consume_mbs']:.1f} | {r['p50_ms']:.2f} | "
             f"{r['p99_ms']:.2f} |"
         )
-    print(
-        f"| proxy/direct | {p['produce_rps'] / d['produce_rps']:.2f} | | "
-        f"{p['consume_rps'] / d['consume_rps']:.2f} | | +{p['p50_ms'] - d['p50_ms']:.2f} | "
-        f"+{p['p99_ms'] - d['p99_ms']:.2f} |"
-    )
+    for name in proxies:
+        p = rows[name]
+        print(
+            f"| {name}/direct | {p['produce_rps'] / d['produce_rps']:.2f} | | "
+            f"{p['consume_rps'] / d['consume_rps']:.2f} | | +{p['p50_ms'] - d['p50_ms']:.2f} | "
+            f"+{p['p99_ms'] - d['p99_ms']:.2f} |"
+        )
     print(json.dumps({"args": vars(args), "raw": results}), file=sys.stderr)
 
 

@@ -57,6 +57,8 @@ class ProxyProcess:
         bootstrap_port: int,
         port_base: int,
         extra: dict[str, Any] | None = None,
+        *,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.bootstrap_port = bootstrap_port
         self.port_base = port_base
@@ -91,6 +93,7 @@ class ProxyProcess:
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env},
         )
         wait_for_port(bootstrap_port)
         self._wait_for_log("proxy ready")
