@@ -19,76 +19,29 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.types import TopicName
-from kio.static.primitive import i8
 
 from codec.errors import CodecError
 from policy.cluster import InMemoryCluster
-from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState, freeze_assignment
+from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
+from proxy.broker_defaults import topic_defaults
+from proxy.cluster_requests import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    describe_configs_request,
+    kafka_error,
+    metadata_request,
+    topic_from_metadata,
+)
 from proxy.kafka_client import KafkaClient, SaslAuthenticationError, SaslCredentials
 
 V = TypeVar("V")
 # Cache keys: ("topic", name), ("id", topic id), or one of the two below.
 Key = tuple[str, ...]
 
-TOPIC_RESOURCE = i8(2)
-BROKER_RESOURCE = i8(4)
-HOUR_MS = 3_600_000
 PRUNE_MIN = 1024
-MINUTE_MS = 60_000
-
-# Topic config -> (broker config, factor to milliseconds) in Kafka's order of precedence: the
-# first one the broker has a value for wins (Kafka's ServerTopicConfigSynonyms).
-TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[tuple[str, int], ...]] = {
-    "segment.bytes": (("log.segment.bytes", 1),),
-    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
-    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)),
-    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
-    "flush.messages": (("log.flush.interval.messages", 1),),
-    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
-    "retention.bytes": (("log.retention.bytes", 1),),
-    "retention.ms": (
-        ("log.retention.ms", 1),
-        ("log.retention.minutes", MINUTE_MS),
-        ("log.retention.hours", HOUR_MS),
-    ),
-    "max.message.bytes": (("message.max.bytes", 1),),
-    "index.interval.bytes": (("log.index.interval.bytes", 1),),
-    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
-    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
-    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
-    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
-    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
-    "cleanup.policy": (("log.cleanup.policy", 1),),
-    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
-    "min.insync.replicas": (("min.insync.replicas", 1),),
-    "compression.type": (("compression.type", 1),),
-    "compression.gzip.level": (("compression.gzip.level", 1),),
-    "compression.lz4.level": (("compression.lz4.level", 1),),
-    "compression.zstd.level": (("compression.zstd.level", 1),),
-    "preallocate": (("log.preallocate", 1),),
-    "message.format.version": (("log.message.format.version", 1),),
-    "message.timestamp.type": (("log.message.timestamp.type", 1),),
-    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
-    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
-    "local.retention.ms": (("log.local.retention.ms", 1),),
-    "local.retention.bytes": (("log.local.retention.bytes", 1),),
-}
-
-# Topic configs no broker config sets: Kafka's LogConfig defaults (4.1), as a fresh topic shows.
-TOPIC_ONLY_DEFAULTS: Mapping[str, str] = {
-    "remote.storage.enable": "false",
-    "remote.log.copy.disable": "false",
-    "remote.log.delete.on.disable": "false",
-    "leader.replication.throttled.replicas": "",
-    "follower.replication.throttled.replicas": "",
-}
-
-# Broker configs the policy's create builder reads under their own names.
-CREATE_DEFAULTS = ("num.partitions", "default.replication.factor")
 
 # Metadata errors that mean "no such topic" rather than "cannot tell".
 _ABSENT = frozenset(
@@ -104,27 +57,6 @@ _DEFAULTS: Key = ("broker-defaults",)
 
 class ClusterStateUnavailable(Exception):
     """A cluster fact could not be read; the message says which and why."""
-
-
-def topic_defaults(broker_configs: Mapping[str, str | None]) -> ConfigMap:
-    """Map a broker's DescribeConfigs entries to default topic configs (plus create defaults)."""
-    defaults = dict(TOPIC_ONLY_DEFAULTS)
-    for topic_config, synonyms in TOPIC_CONFIG_SYNONYMS.items():
-        for broker_config, factor in synonyms:
-            value = broker_configs.get(broker_config)
-            if value is None:
-                continue
-            if factor != 1:
-                value = str(int(value) * factor)
-            if topic_config == "retention.ms" and int(value) < 0:
-                value = "-1"  # as KafkaConfig.logRetentionTimeMillis: any negative is "forever"
-            defaults[topic_config] = value
-            break
-    for name in CREATE_DEFAULTS:
-        value = broker_configs.get(name)
-        if value is not None:
-            defaults[name] = value
-    return ConfigMap(defaults)
 
 
 class _Unavailable(Exception):
@@ -464,48 +396,6 @@ class ClusterStateReader:
         self._node_id = None
         self._next_server = (self._next_server + 1) % len(self._bootstrap)
         await current.close()
-
-
-def metadata_request(topics: tuple[MetadataRequestTopic, ...] | None) -> MetadataRequest:
-    """Metadata v12 for these topics (None: all, empty: none), never auto-creating one."""
-    return MetadataRequest(
-        topics=topics, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-    )
-
-
-def describe_configs_request(resource_type: i8, names: Iterable[str]) -> DescribeConfigsRequest:
-    """DescribeConfigs v4 for every config of these resources, without synonyms or docs."""
-    return DescribeConfigsRequest(
-        resources=tuple(
-            DescribeConfigsResource(
-                resource_type=resource_type, resource_name=name, configuration_keys=None
-            )
-            for name in names
-        ),
-        include_synonyms=False,
-        include_documentation=False,
-    )
-
-
-def topic_from_metadata(topic: Any) -> TopicState:
-    """A topic's state (no configs) from a Metadata or DescribeTopicPartitions response topic."""
-    # A partition error (say, no leader) leaves its replica list valid: not a failure here.
-    assignment = freeze_assignment((p.partition_index, p.replica_nodes) for p in topic.partitions)
-    return TopicState(
-        name=topic.name,
-        topic_id=None if topic.topic_id is None else str(topic.topic_id),
-        partitions=len(assignment),
-        # As Kafka's tools report it: the replica count of the first partition.
-        replication_factor=len(assignment[0][1]) if assignment else 0,
-        assignment=assignment,
-        internal=bool(topic.is_internal),
-    )
-
-
-def kafka_error(code: ErrorCode, message: str | None = None) -> str:
-    """A Kafka error as `NAME (code)`, with the broker's message if any."""
-    text = f"{code.name.upper()} ({code.value})"
-    return f"{text}: {message}" if message else text
 
 
 def _describe(exc: BaseException) -> str:

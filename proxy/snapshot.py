@@ -30,13 +30,8 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from policy.model import ConfigMap, Fact, TopicState
-from proxy.cluster_state import (
-    ClusterStateReader,
-    ClusterStateUnavailable,
-    kafka_error,
-    metadata_request,
-    topic_from_metadata,
-)
+from proxy.cluster_requests import kafka_error, metadata_request, topic_from_metadata
+from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.config import HostPort
 from proxy.kafka_client import SASL_MECHANISMS, SaslCredentials
 

@@ -22,7 +22,8 @@ from confluent_kafka.admin import (
 )
 
 from policy.model import Fact
-from proxy.cluster_state import CREATE_DEFAULTS, ClusterStateReader, ClusterStateUnavailable
+from proxy.broker_defaults import CREATE_DEFAULTS
+from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.kafka_client import KafkaClient, SaslCredentials
 
 pytestmark = pytest.mark.integration

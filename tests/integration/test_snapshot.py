@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
 from policy.model import ConfigMap, TopicState, freeze_assignment
-from proxy.cluster_state import CREATE_DEFAULTS
+from proxy.broker_defaults import CREATE_DEFAULTS
 from proxy.kafka_client import KafkaClient
 from proxy.snapshot import write_snapshot
 from tests.integration.admin_clients import JavaAdmin, NewTopicSpec, TopicInfo

@@ -28,13 +28,8 @@ from kio.static.primitive import i8, i32
 from codec.header import peek_request_header, response_header
 from codec.registry import encode
 from policy.model import Fact
-from proxy.cluster_state import (
-    TOPIC_CONFIG_SYNONYMS,
-    TOPIC_ONLY_DEFAULTS,
-    ClusterStateReader,
-    ClusterStateUnavailable,
-    topic_defaults,
-)
+from proxy.broker_defaults import TOPIC_CONFIG_SYNONYMS, TOPIC_ONLY_DEFAULTS, topic_defaults
+from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.kafka_client import SaslAuthenticationError, SaslCredentials, ScramClient
 
 # RFC 7677, section 3: one SCRAM-SHA-256 exchange.
