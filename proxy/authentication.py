@@ -11,7 +11,7 @@ from codec.header import RequestHeader, request_body_offset
 from codec.registry import decode_exact, request_class, response_class
 from codec.sasl import SaslError
 from proxy.connection import Action, ClientConnection, Forward
-from proxy.principal import Authenticated, AuthenticationFailed, SaslPrincipalTracker
+from proxy.sasl_principal import Authenticated, AuthenticationFailed, SaslPrincipalTracker
 
 log = structlog.get_logger("proxy.authentication")
 

@@ -18,7 +18,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from proxy.principal import parse_mapping_rules
+from proxy.tls_principal import parse_mapping_rules
 
 ENV_PREFIX = "KPP_"
 Port = Annotated[int, Field(ge=1, le=65535)]
