@@ -1,4 +1,4 @@
-"""`snapshot --command-config`: Java .properties parsing and the client settings it maps."""
+"""`--command-config`: Java .properties parsing and the client settings it maps."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from proxy.kafka_client import SaslCredentials
-from proxy.snapshot import (
+from proxy.command_config import (
     CommandConfigError,
     command_config_credentials,
     load_command_config,
     parse_properties,
 )
+from proxy.kafka_client import SaslCredentials
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
