@@ -14,6 +14,11 @@ INTERNAL_TOPICS = frozenset(
 )
 
 
+def is_internal(name: str | None, flagged: bool = False) -> bool:
+    """Whether a topic is internal: one of Kafka's own, or flagged internal by the broker."""
+    return flagged or name in INTERNAL_TOPICS
+
+
 @runtime_checkable
 class ClusterState(Protocol):
     """Cluster facts, read synchronously; the proxy fills them from a snapshot."""
@@ -60,7 +65,7 @@ class InMemoryCluster:
         object.__setattr__(self, "_by_name", {t.name: t for t in self.topics})
         object.__setattr__(self, "_by_id", {t.topic_id: t for t in self.topics if t.topic_id})
         everything = frozenset(t.name for t in self.topics)
-        internal = frozenset(t.name for t in self.topics if t.internal or t.name in INTERNAL_TOPICS)
+        internal = frozenset(t.name for t in self.topics if is_internal(t.name, t.internal))
         object.__setattr__(self, "_names", (everything - internal, everything))
         object.__setattr__(self, "_partitions", sum(t.partitions for t in self.topics))
 

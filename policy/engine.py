@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, compile_rule
-from policy.cluster import INTERNAL_TOPICS, ClusterState
+from policy.cluster import ClusterState, is_internal
 from policy.decision_log import policy_revision
 from policy.model import Action, Decision, Fact, Mode, Principal, TopicRequest, Violation
 from policy.plugins import (
@@ -257,8 +257,7 @@ class CompiledPolicy:
     def evaluate(self, request: TopicRequest, cluster: ClusterState) -> Decision:
         """Evaluate every selected rule and plugin, in declaration order, for one topic."""
         name = request.name
-        current = request.current
-        internal = name in INTERNAL_TOPICS or (current is not None and current.internal)
+        internal = _is_internal(request, name)
         steps = self._steps_for(request, internal)
         violations: list[Violation] = []
         if not name:
@@ -326,6 +325,6 @@ class CompiledPolicy:
                 logger.exception("policy plugin %r failed to close", spec.name)
 
 
-def _is_internal(request: TopicRequest, name: str) -> bool:
+def _is_internal(request: TopicRequest, name: str | None) -> bool:
     current = request.current
-    return name in INTERNAL_TOPICS or (current is not None and current.internal)
+    return is_internal(name, current is not None and current.internal)
