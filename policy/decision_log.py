@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal, Self
 
-from policy.model import Decision, TopicRequest
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+
+from policy.model import Action, Decision, Mode, TopicRequest
 
 SCHEMA_VERSION = 2
 # Versions the readers still accept: v1 events lack the four trace fields.
 READABLE_VERSIONS = (1, 2)
+TRACE_FIELDS = ("decision_id", "policy_revision", "cluster_id", "proxy_id")
 EVENT_KIND = "decision"
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 class Outcome(StrEnum):
@@ -88,3 +93,79 @@ def decision_record(
         "violations": [v.to_dict() for v in decision.violations],
         "request": request.to_dict(),
     }
+
+
+# A string in every v2 record, absent in v1: the model holds None for absent.
+_TraceText = Annotated[str | None, WithJsonSchema({"type": "string"})]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecordedViolation(_Strict):
+    """One violated rule, as a record lists it."""
+
+    rule: str
+    message: str = Field(description="names the rule and the value: `[rule] ...`")
+    mode: Mode
+
+
+class DecisionRecord(_Strict):
+    """The audit event: the schema of `decision_record()` output, and its validator."""
+
+    model_config = ConfigDict(title="kafka-policy-proxy decision record")
+
+    time: datetime = Field(description="UTC, RFC 3339 with microseconds")
+    schema_: Literal[1, 2] = Field(alias="schema", description="this record's schema version")
+    event: Literal["decision"]
+    # Absent in v1 records (None here), always there in v2: strings, cluster_id may be null.
+    decision_id: _TraceText = Field(None, description="unique per decision (v2; absent in v1)")
+    policy_revision: _TraceText = Field(
+        None, description="content hash of the policy in force, `sha256:...` (v2; absent in v1)"
+    )
+    cluster_id: str | None = Field(
+        None, description="the cluster id from Metadata, null if unknown (v2; absent in v1)"
+    )
+    proxy_id: _TraceText = Field(
+        None, description="the proxy instance that decided (v2; absent in v1)"
+    )
+    conn: int = Field(description="the proxy's id for the client connection")
+    client: str = Field(description="the client's host:port")
+    principal: str
+    client_id: str
+    api: str = Field(description="the Kafka API name: CreateTopics, Metadata, ...")
+    api_key: int = Field(ge=0, le=32767)
+    api_version: int = Field(ge=0, le=32767)
+    action: Action
+    topic: str = Field(description="for a delete by id, the name the id resolved to")
+    validate_only: bool
+    decision: Outcome
+    mode: Mode = Field(description="audit when the whole policy runs as a dry run")
+    violations: list[RecordedViolation] = Field(description="every violated rule, in rule order")
+    request: dict[str, Any] = Field(
+        description="the per-topic request as judged: `TopicRequest.to_dict()`"
+    )
+
+    @model_validator(mode="after")
+    def _trace_fields(self) -> Self:
+        present = set(TRACE_FIELDS) & self.model_fields_set
+        if self.schema_ >= 2 and len(present) < len(TRACE_FIELDS):
+            raise ValueError(f"schema 2 needs {', '.join(sorted(set(TRACE_FIELDS) - present))}")
+        if self.schema_ == 1 and present:
+            raise ValueError(f"schema 1 has no {', '.join(sorted(present))}")
+        return self
+
+
+def json_schema() -> dict[str, Any]:
+    """The record's JSON Schema (draft 2020-12): v2 records have the trace fields, v1 lack them."""
+    schema = DecisionRecord.model_json_schema(by_alias=True)
+    for name in TRACE_FIELDS:
+        del schema["properties"][name]["default"]  # absent, not null, in v1
+    # A v2 record has every trace field (cluster_id may be null); a v1 record has none.
+    by_version = {
+        "if": {"properties": {"schema": {"const": 1}}, "required": ["schema"]},
+        "then": {"not": {"anyOf": [{"required": [name]} for name in TRACE_FIELDS]}},
+        "else": {"required": list(TRACE_FIELDS)},
+    }
+    return {"$schema": JSON_SCHEMA_DIALECT, **schema, **by_version}
