@@ -1,7 +1,8 @@
 """Described requests, cluster states and test suites for the offline tools (`policy eval/test`).
 
-A described request mirrors one Kafka admin API call; it goes through the same builders,
-`needs` and `resolve` as the proxy, so an offline result is what the proxy would decide.
+A described request mirrors one Kafka admin API call: it is built with the proxy's builders
+and judged as one batch by the one judge (`policy.judge`) over the described cluster, so an
+offline result is what the proxy would decide with the same cluster facts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 from policy import builders
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
+from policy.judge import ClusterFacts, Verdict, judge
 from policy.loader import PolicyError, Problem, parse_source, validation_problems
 from policy.model import (
     ConfigMap,
@@ -312,8 +314,12 @@ def parse_suite(source: str | Mapping[str, Any], name: str = "<tests>") -> Suite
     return suite
 
 
-def build_requests(spec: RequestSpec) -> list[TopicRequest]:
-    """The per-topic requests, built from the wire-shaped description without cluster facts."""
+def build_requests(spec: RequestSpec, cluster: InMemoryCluster) -> list[TopicRequest]:
+    """The per-topic requests the proxy would judge, built without cluster facts.
+
+    A Metadata request auto-creates only the topics that do not exist: the proxy judges
+    those names alone, and so does this.
+    """
     who = Principal(spec.principal, spec.client_id, spec.client_address)
     only = spec.validate_only
     if isinstance(spec, CreateTopicsSpec):
@@ -330,7 +336,8 @@ def build_requests(spec: RequestSpec) -> list[TopicRequest]:
             for t in spec.topics
         ]
     if isinstance(spec, AutoCreateSpec):
-        return [builders.create_request(t.name, principal=who) for t in spec.topics]
+        missing = dict.fromkeys(t.name for t in spec.topics if cluster.topic(t.name) is None)
+        return [builders.create_request(name, principal=who) for name in missing]
     if isinstance(spec, AlterConfigsSpec):
         return [
             builders.alter_configs_request(
@@ -372,13 +379,9 @@ def build_requests(spec: RequestSpec) -> list[TopicRequest]:
 
 def evaluate_spec(
     policy: CompiledPolicy, spec: RequestSpec, cluster: InMemoryCluster
-) -> list[tuple[TopicRequest, Decision]]:
-    """Evaluate a described request the way the proxy does: build, needs, resolve, evaluate."""
-    results = []
-    for bare in build_requests(spec):
-        request = builders.resolve(bare, cluster, policy.needs(bare))
-        results.append((request, policy.evaluate(request, cluster)))
-    return results
+) -> list[Verdict]:
+    """Judge a described request as the proxy judges one wire request: as one batch."""
+    return judge(policy, build_requests(spec, cluster), ClusterFacts(cluster))
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +403,8 @@ def run_suite(policy: CompiledPolicy, suite: Suite) -> list[CaseResult]:
     results = []
     for case in suite.cases:
         cluster = (case.cluster or suite.cluster).build()
-        decisions = [d for _, d in evaluate_spec(policy, case.request, cluster)]
+        verdicts = evaluate_spec(policy, case.request, cluster)
+        decisions = [v.decision for v in verdicts if v.decision is not None]
         by_topic = {d.topic: d for d in decisions}
         failures = []
         for topic, expected in case.expect.items():

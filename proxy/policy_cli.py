@@ -9,7 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
+from policy.judge import Verdict
 from policy.loader import PolicyError, load_policy, policy_json_schema
 from policy.model import Decision, Mode
 from policy.scenario import (
@@ -20,6 +22,7 @@ from policy.scenario import (
     parse_suite,
     run_suite,
 )
+from policy.snapshot_format import SnapshotError, parse_snapshot
 
 OK, DENIED, INVALID = 0, 1, 2
 
@@ -43,7 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     evaluate.add_argument("file", type=Path, help="the policy file")
     evaluate.add_argument("--request", type=Path, required=True, help="the described request")
-    evaluate.add_argument("--cluster", type=Path, help="the described cluster state")
+    evaluate.add_argument(
+        "--cluster",
+        type=Path,
+        help="the cluster state: described (YAML) or a snapshot file (.jsonl)",
+    )
     evaluate.add_argument("--json", action="store_true", help="print one JSON object per topic")
     _no_plugins(evaluate)
     evaluate.set_defaults(func=cmd_eval)
@@ -109,24 +116,49 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
+def _cluster(path: Path | None) -> InMemoryCluster:
+    """The described cluster (YAML), or the cluster of a snapshot file (.jsonl)."""
+    if path is None:
+        return ClusterSpec().build()
+    text = _read(path)
+    if path.suffix != ".jsonl":
+        return parse_cluster(text, str(path)).build()
+    try:
+        return parse_snapshot(text.splitlines()).cluster
+    except SnapshotError as exc:
+        raise _InputError(f"{path}: not a usable snapshot: {exc}") from exc
+
+
 def _eval(args: argparse.Namespace, out: TextIO) -> int:
     """Evaluate one described request and print the decision for each topic."""
     spec = parse_request(_read(args.request), str(args.request))
-    cluster = (
-        parse_cluster(_read(args.cluster), str(args.cluster)) if args.cluster else ClusterSpec()
-    ).build()
+    cluster = _cluster(args.cluster)
     policy = _load(args)
     try:
-        results = evaluate_spec(policy, spec, cluster)
+        verdicts = evaluate_spec(policy, spec, cluster)
     finally:
         policy.close()
-    for request, decision in results:
+    for verdict in verdicts:
         if args.json:
-            record: dict[str, Any] = {"decision": decision.to_dict(), "request": request.to_dict()}
-            print(json.dumps(record, sort_keys=True), file=out)
+            print(json.dumps(_verdict_record(verdict), sort_keys=True), file=out)
         else:
-            print("\n".join(_decision_lines(decision)), file=out)
-    return OK if all(d.allowed for _, d in results) else DENIED
+            print("\n".join(_verdict_lines(verdict)), file=out)
+    denied = any(v.decision is not None and not v.decision.allowed for v in verdicts)
+    return DENIED if denied else OK
+
+
+def _verdict_record(verdict: Verdict) -> dict[str, Any]:
+    decision = None if verdict.decision is None else verdict.decision.to_dict()
+    record = {"decision": decision, "request": verdict.request.to_dict()}
+    return record if verdict.decision is not None else {**record, "reason": verdict.reason}
+
+
+def _verdict_lines(verdict: Verdict) -> list[str]:
+    if verdict.decision is None:
+        # The proxy forwards it unjudged: the broker answers (UNKNOWN_TOPIC_ID).
+        topic = verdict.request.name or verdict.request.topic_id
+        return [f"{topic}: NOT JUDGED, left to the broker ({verdict.reason})"]
+    return _decision_lines(verdict.decision)
 
 
 def _decision_lines(decision: Decision) -> list[str]:
