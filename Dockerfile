@@ -8,10 +8,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Only what the package needs, so edits to tests or scripts do not invalidate this layer.
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md kafka_policy_proxy.py ./
 COPY proxy ./proxy
 COPY codec ./codec
 COPY policy ./policy
+# The command line registers the pipeline's subcommands; Spark itself is not installed.
+COPY pipeline ./pipeline
 RUN pip install . \
     && cd / && rm -rf /src
 

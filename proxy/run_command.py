@@ -1,4 +1,4 @@
-"""The kafka-policy-proxy command line."""
+"""`kafka-policy-proxy run`: load the config, serve until SIGTERM or SIGINT, reload on SIGHUP."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from pipeline import cli as pipeline_cli
 from policy.loader import PolicyError
-from proxy import policy_cli, snapshot
 from proxy.config import ConfigError, load_config
 from proxy.logs import configure_logging
 from proxy.server import ProxyServer
@@ -20,21 +18,9 @@ from proxy.server import ProxyServer
 log = structlog.get_logger("proxy")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the kafka-policy-proxy command."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    sys.exit(args.func(args))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="kafka-policy-proxy",
-        description="A Kafka wire-protocol proxy that enforces topic-management policies.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run = commands.add_parser(
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the `run` command on the main CLI."""
+    run = subparsers.add_parser(
         "run",
         help="run the proxy",
         description="Run the proxy. Every config value can also be set from the environment: "
@@ -43,14 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
         "flight finish (shutdown_timeout_s) and exits. Exit code 2: bad config or policy.",
     )
     run.add_argument("--config", type=Path, help="YAML config file (optional if env sets all)")
-    run.set_defaults(func=_run)
-    policy_cli.add_parser(commands)
-    snapshot.add_parser(commands)
-    pipeline_cli.add_parser(commands)
-    return parser
+    run.set_defaults(func=cmd_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the proxy: 0 stopped by a signal, 1 cannot start, 2 bad config or policy."""
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -39,9 +39,9 @@ from kio.static.primitive import i8, i16, i32
 
 from codec.header import peek_request_header, request_body_offset, response_header
 from codec.registry import decode_exact, encode, request_class
+from kafka_policy_proxy import main
 from policy.model import TopicState
 from proxy.broker_defaults import topic_defaults
-from proxy.cli import main
 from proxy.cluster_state import ClusterStateUnavailable
 from proxy.snapshot import write_snapshot
 
