@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from policy.cluster import InMemoryCluster
+from policy.decision_log import json_schema
 from policy.engine import CompiledPolicy
 from policy.judge import Verdict
 from policy.loader import PolicyError, load_policy, policy_json_schema
@@ -64,6 +65,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     schema = commands.add_parser("schema", help="print the policy file's JSON Schema")
     schema.set_defaults(func=cmd_schema)
+
+    audit_schema = commands.add_parser(
+        "audit-schema", help="print the audit event's JSON Schema (docs/audit-event.schema.json)"
+    )
+    audit_schema.set_defaults(func=cmd_audit_schema)
 
 
 def _no_plugins(parser: argparse.ArgumentParser) -> None:
@@ -197,10 +203,22 @@ def _schema(args: argparse.Namespace, out: TextIO) -> int:
     return OK
 
 
+def _audit_schema(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the audit event's JSON Schema."""
+    print(audit_event_schema_text(), end="", file=out)
+    return OK
+
+
+def audit_event_schema_text() -> str:
+    """The audit event's JSON Schema as docs/audit-event.schema.json holds it."""
+    return json.dumps(json_schema(), indent=2) + "\n"
+
+
 cmd_check = _guard(_check)
 cmd_eval = _guard(_eval)
 cmd_test = _guard(_test)
 cmd_schema = _guard(_schema)
+cmd_audit_schema = _guard(_audit_schema)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

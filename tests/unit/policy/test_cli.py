@@ -115,3 +115,78 @@ def test_schema_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "schema")
     assert code == 0
     assert json.loads(out)["title"] == "kafka-policy-proxy policy"
+
+
+def _eval(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, request: str, *options: str
+) -> tuple[int, str, str]:
+    path = tmp_path / "req.yaml"
+    path.write_text(request)
+    return run(capsys, "eval", str(EXAMPLES / "policy.yaml"), "--request", str(path), *options)
+
+
+def test_eval_denies_an_incremental_alter_of_a_topic_missing_from_the_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The proxy denies it under cluster-state: the policy needs the topic's current state.
+    # `policy eval` used to allow it, judging without that state.
+    request = (
+        "operation: incremental_alter_configs\nprincipal: User:alice\n"
+        "topics: [{name: orders.v9, changes: [{name: retention.ms, op: SET, value: 86400000}]}]\n"
+    )
+    cluster = ("--cluster", str(EXAMPLES / "requests/cluster.yaml"))
+    code, out, _ = _eval(capsys, tmp_path, request, *cluster)
+    assert code == 1
+    assert out.startswith("orders.v9: DENIED\n  [cluster-state] topic 'orders.v9' is not in")
+    # The same change to a topic the cluster has is judged by the rules, and allowed.
+    code, out, _ = _eval(capsys, tmp_path, request.replace("orders.v9", "orders.v1"), *cluster)
+    assert (code, out) == (0, "orders.v1: ALLOWED\n")
+
+
+def test_eval_takes_a_snapshot_file_as_the_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = [
+        {"kind": "cluster", "schema": 1, "cluster_id": "C", "brokers": [{"id": 1}] * 3,
+         "defaults": {"min.insync.replicas": "2", "retention.ms": "604800000"}},
+        {"kind": "topic", "cluster_id": "C", "name": "orders_v2", "partitions": 3,
+         "replication_factor": 3, "configs": {}},
+        {"kind": "end", "cluster_id": "C", "topics": 1},
+    ]  # fmt: skip
+    snapshot = tmp_path / "snapshot.jsonl"
+    snapshot.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    request = (
+        "operation: create_topics\nprincipal: User:alice\n"
+        "topics: [{name: orders.v2, partitions: 6, replication_factor: 3}]\n"
+    )
+    code, out, _ = _eval(capsys, tmp_path, request, "--cluster", str(snapshot))
+    assert code == 1
+    assert "collides with existing topic 'orders_v2'" in out
+    snapshot.write_text("".join(json.dumps(line) + "\n" for line in lines[:2]))
+    code, _, err = _eval(capsys, tmp_path, request, "--cluster", str(snapshot))
+    assert code == 2
+    assert "not a usable snapshot: no end line" in err
+
+
+def test_eval_auto_create_judges_only_the_topics_that_do_not_exist(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    request = "operation: auto_create\ntopics: [{name: orders.v1}, {name: Bad_Name}]\n"
+    cluster = ("--cluster", str(EXAMPLES / "requests/cluster.yaml"))
+    code, out, _ = _eval(capsys, tmp_path, request, *cluster)
+    assert code == 1
+    assert out.startswith("Bad_Name: DENIED")
+    assert "orders.v1" not in out  # it exists: the broker would not create it
+
+
+def test_eval_leaves_an_unknown_topic_id_to_the_broker(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    request = (
+        "operation: delete_topics\ntopics: [{topic_id: 00000000-0000-4000-8000-000000000001}]\n"
+    )
+    code, out, _ = _eval(capsys, tmp_path, request, "--json")
+    assert code == 0
+    record = json.loads(out)
+    assert record["decision"] is None
+    assert "names no known topic" in record["reason"]

@@ -1,0 +1,91 @@
+"""The decision record: its published JSON Schema is current, and records follow it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from policy.builders import create_request, delete_topic_request
+from policy.decision_log import (
+    SCHEMA_VERSION,
+    TRACE_FIELDS,
+    DecisionRecord,
+    Outcome,
+    decision_record,
+    json_schema,
+    new_decision_id,
+    policy_revision,
+)
+from policy.judge import ClusterFacts, judge
+from policy.model import Decision, TopicRequest
+from proxy.policy_cli import audit_event_schema_text
+from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, compile_rules, topic
+
+SCHEMA_FILE = Path(__file__).resolve().parents[3] / "docs" / "audit-event.schema.json"
+
+
+def test_the_published_schema_is_current() -> None:
+    assert SCHEMA_FILE.read_text() == audit_event_schema_text(), (
+        "docs/audit-event.schema.json is out of date: regenerate it with "
+        "`kafka-policy-proxy policy audit-schema > docs/audit-event.schema.json`"
+    )
+
+
+def test_the_schema_names_every_field_the_record_has() -> None:
+    schema = json_schema()
+    policy = compile_rules({"name": "small", "partitions": {"max": 3}})
+    (verdict,) = judge(policy, [create_request("a.b", 6, principal=ALICE)], ClusterFacts(cluster()))
+    assert verdict.decision is not None
+    record = _record(verdict.request, verdict.decision)
+    assert list(record) == list(schema["properties"])
+    assert set(schema["required"]) | set(TRACE_FIELDS) == set(record)
+    assert schema["$defs"]["Outcome"]["enum"] == [o.value for o in Outcome]
+    assert schema["properties"]["request"]["type"] == "object"
+    assert schema["else"] == {"required": list(TRACE_FIELDS)}
+    DecisionRecord.model_validate(record)
+    assert record["decision"] == "denied" and record["schema"] == SCHEMA_VERSION
+
+
+def test_v1_records_lack_the_trace_fields_and_v2_records_need_them() -> None:
+    request = delete_topic_request("a.b", principal=ALICE)
+    policy = compile_rules({"name": "keep", "match": {"actions": ["delete"]}, "deny": True})
+    (verdict,) = judge(policy, [request], ClusterFacts(cluster(topic("a.b"))))
+    assert verdict.decision is not None
+    record = _record(verdict.request, verdict.decision)
+    v1 = {k: v for k, v in record.items() if k not in TRACE_FIELDS} | {"schema": 1}
+    DecisionRecord.model_validate(v1)
+    with pytest.raises(ValidationError, match="schema 2 needs proxy_id"):
+        DecisionRecord.model_validate({k: v for k, v in record.items() if k != "proxy_id"})
+    with pytest.raises(ValidationError, match="schema 1 has no decision_id"):
+        DecisionRecord.model_validate(v1 | {"decision_id": "x"})
+    # cluster_id may be null (Metadata gave none); the others are strings.
+    DecisionRecord.model_validate(record | {"cluster_id": None})
+    with pytest.raises(ValidationError):
+        DecisionRecord.model_validate(record | {"decision": "maybe"})
+
+
+def test_ids_are_unique_and_revisions_are_content_hashes() -> None:
+    assert len({new_decision_id() for _ in range(1000)}) == 1000
+    assert policy_revision("rules: []") == policy_revision(b"rules: []")
+    assert policy_revision("rules: []") != policy_revision("rules: [] ")
+    assert policy_revision("x").startswith("sha256:") and len(policy_revision("x")) == 23
+
+
+def _record(request: TopicRequest, decision: Decision) -> dict[str, Any]:
+    return decision_record(
+        request,
+        decision,
+        time="2026-11-22T04:47:01.123456Z",
+        decision_id=new_decision_id(),
+        policy_revision=policy_revision(str(DEFAULTS)),
+        cluster_id="OPJ1mOpYQSm4F17dkRicdw",
+        proxy_id="proxy-a",
+        conn=17,
+        client="10.1.2.3:51234",
+        api="CreateTopics",
+        api_key=19,
+        api_version=7,
+    )
