@@ -1,4 +1,7 @@
-"""The audit log: one JSON line per policy decision (schema in docs/audit-log.md)."""
+"""The audit sink: each decision record as one JSON line, to a rotated file and/or stdout.
+
+The records themselves are built by `policy.decision_log` (schema in docs/audit-log.md).
+"""
 
 from __future__ import annotations
 
@@ -6,55 +9,13 @@ import json
 import logging
 import logging.handlers
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from policy.model import Decision, TopicRequest
-
-SCHEMA_VERSION = 1
-
-
-def outcome(decision: Decision) -> str:
-    """The event's `decision` field: allowed, denied or audit-would-deny."""
-    if not decision.allowed:
-        return "denied"
-    return "audit-would-deny" if decision.violations else "allowed"
-
-
-def decision_event(
-    request: TopicRequest,
-    decision: Decision,
-    *,
-    conn: int,
-    client: str,
-    api: str,
-    api_key: int,
-    api_version: int,
-) -> dict[str, Any]:
-    """One decision as an audit event, without the time and schema stamps `emit` adds."""
-    return {
-        "event": "decision",
-        "conn": conn,
-        "client": client,
-        "principal": request.principal.name,
-        "client_id": request.principal.client_id,
-        "api": api,
-        "api_key": api_key,
-        "api_version": api_version,
-        "action": request.action.value,
-        "topic": decision.topic,
-        "validate_only": request.validate_only,
-        "decision": outcome(decision),
-        "mode": decision.mode.value,
-        "violations": [v.to_dict() for v in decision.violations],
-        "request": request.to_dict(),
-    }
-
 
 class AuditLog:
-    """Writes decision events to a rotated file and/or stdout, never through the app log."""
+    """Writes decision records to a rotated file and/or stdout, never through the app log."""
 
     def __init__(
         self,
@@ -83,13 +44,12 @@ class AuditLog:
 
     @property
     def enabled(self) -> bool:
-        """Whether events go anywhere."""
+        """Whether records go anywhere."""
         return bool(self._handlers)
 
-    def emit(self, event: Mapping[str, Any]) -> None:
-        """Write one event as a JSON line, stamped with the time and the schema version."""
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Write one complete record as a JSON line."""
         if self._handlers:
-            record = {"time": _now(), "schema": SCHEMA_VERSION, **event}
             self._logger.info(json.dumps(record, separators=(",", ":"), default=str))
 
     def close(self) -> None:
@@ -98,8 +58,3 @@ class AuditLog:
             self._logger.removeHandler(handler)
             handler.close()
         self._handlers.clear()
-
-
-def _now() -> str:
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"

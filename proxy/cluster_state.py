@@ -27,6 +27,7 @@ from codec.errors import CodecError
 from policy.cluster import InMemoryCluster
 from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
 from proxy.broker_defaults import topic_defaults
+from proxy.broker_discovery import BrokerDiscovery, brokers_request
 from proxy.cluster_requests import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -77,6 +78,7 @@ class ClusterStateReader:
         ttl_s: float = 5.0,
         request_timeout_s: float = 10.0,
         sasl: SaslCredentials | None = None,
+        discovery: BrokerDiscovery | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("ClusterStateReader needs at least one bootstrap server")
@@ -89,6 +91,7 @@ class ClusterStateReader:
         self._address = ""
         self._reused = False  # the connection has answered before, so it may have gone stale
         self._node_id: int | None = None
+        self._discovery = discovery or BrokerDiscovery()
         self._connect_lock = asyncio.Lock()
         self._cache: dict[Key, tuple[float, Any]] = {}
         self._inflight: dict[Key, asyncio.Task[dict[Key, Any]]] = {}
@@ -342,8 +345,8 @@ class ClusterStateReader:
         )
 
     async def _broker_ids(self, client: KafkaClient) -> list[int]:
-        response = await self._call(metadata_request(()), client)
-        return sorted(int(b.node_id) for b in response.brokers)
+        response = await self._call(brokers_request(), client)
+        return sorted(self._discovery.learn(response).nodes)
 
     # -- the connection
 

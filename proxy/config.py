@@ -145,6 +145,11 @@ class AuditConfig(_Section):
     stdout: bool = False
     max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
     backups: int = Field(default=5, ge=0)
+    proxy_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="names this proxy in each record; defaults to <hostname>:<bootstrap_port>",
+    )
 
 
 class LoggingConfig(_Section):

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import socket
 
 import structlog
-from kio.schema.metadata.v12.request import MetadataRequest
 
 from policy.engine import CompiledPolicy
-from proxy.addresses import AddressRewriter
-from proxy.api_versions import ApiVersionsInterceptor
 from proxy.audit import AuditLog
-from proxy.authentication import SaslObserver
+from proxy.broker_discovery import BrokerDiscovery
 from proxy.cluster_state import ClusterStateReader
 from proxy.config import ProxyConfig
-from proxy.connection import ClientConnection, Interceptor, UpstreamTarget
-from proxy.enforcement import AutoCreateGuard, GuardedApiEnforcer, Judge
-from proxy.kafka_client import KafkaClient, SaslCredentials
+from proxy.connection import ClientConnection, UpstreamTarget
+from proxy.decision_recorder import DecisionRecorder
+from proxy.filters.assembly import proxy_chain
+from proxy.kafka_client import SaslCredentials
+from proxy.live_facts import LiveFacts
 from proxy.policy_source import PolicySource
 from proxy.tls import CertificatePrincipals, server_context
 
@@ -48,6 +47,7 @@ class ProxyServer:
         self._certificates = (
             None if tls is None else CertificatePrincipals(tls.principal_mapping_rules)
         )
+        self.discovery = BrokerDiscovery()
         self.cluster_state = ClusterStateReader(
             [
                 (s.host, s.port)
@@ -56,26 +56,23 @@ class ProxyServer:
             ttl_s=state.ttl_s,
             request_timeout_s=state.request_timeout_s,
             sasl=self._sasl,
+            discovery=self.discovery,
         )
+        audit = config.audit
         self.audit = AuditLog(
-            config.audit.file,
-            stdout=config.audit.stdout,
-            max_bytes=config.audit.max_bytes,
-            backups=config.audit.backups,
+            audit.file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
         )
-        judge = Judge(self._current_policy, self.cluster_state, self.audit)
-        rewriter = AddressRewriter(self)
-        self._interceptors: dict[int, Interceptor] = {}
-        # Later entries win: the auto-creation guard also rewrites Metadata's addresses.
-        for interceptor in (
-            ApiVersionsInterceptor(),
-            SaslObserver(),
-            rewriter,
-            AutoCreateGuard(judge, rewriter),
-            GuardedApiEnforcer(judge, config.policy.legacy_error_code),
-        ):
-            for key in interceptor.api_keys:
-                self._interceptors[key] = interceptor
+        proxy_id = audit.proxy_id or f"{socket.gethostname()}:{config.listeners.bootstrap_port}"
+        recorder = DecisionRecorder(
+            self.audit, proxy_id=proxy_id, cluster_id=lambda: self.discovery.cluster_id
+        )
+        self._chain = proxy_chain(
+            listeners=self,
+            policy=self._current_policy,
+            facts=LiveFacts(self.cluster_state),
+            recorder=recorder,
+            legacy_error_code=config.policy.legacy_error_code,
+        )
 
     @property
     def bootstrap_address(self) -> str:
@@ -155,7 +152,7 @@ class ProxyServer:
             return ClientConnection(
                 listener=name,
                 target=target,
-                interceptors=self._interceptors,
+                chain=self._chain,
                 max_frame_bytes=limits.max_frame_bytes,
                 connect_timeout=self._config.upstream.connect_timeout_s,
                 on_open=self._connections.add,
@@ -178,30 +175,13 @@ class ProxyServer:
         return servers[start:] + servers[:start]
 
     async def _discover(self) -> None:
-        timeout = self._config.upstream.connect_timeout_s
-        for host, port in self._bootstrap_target():
-            try:
-                client = await KafkaClient.connect(host, port, timeout, sasl=self._sasl)
-            except (OSError, TimeoutError) as exc:
-                log.warning(
-                    "bootstrap server unreachable", broker=f"{host}:{port}", detail=str(exc)
-                )
-                continue
-            try:
-                request: Any = MetadataRequest(
-                    topics=(),
-                    allow_auto_topic_creation=False,
-                    include_topic_authorized_operations=False,
-                )
-                response = await client.request(request)
-            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-                log.warning("metadata request failed", broker=f"{host}:{port}", detail=str(exc))
-                continue
-            finally:
-                await client.close()
-            await self.ensure({int(b.node_id): (b.host, int(b.port)) for b in response.brokers})
+        found = await self.discovery.discover(
+            self._bootstrap_target(), self._config.upstream.connect_timeout_s, self._sasl
+        )
+        if found is None:
+            log.warning("no broker answered at start; node listeners are bound as brokers appear")
             return
-        log.warning("no broker answered at start; node listeners are bound as brokers appear")
+        await self.ensure(found.nodes)
 
     async def shutdown(self) -> None:
         """Stop accepting, let responses in flight finish (bounded), then close everything."""

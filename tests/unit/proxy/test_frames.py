@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.connection import _FrameSplitter, framed
+from proxy.framing import FrameSplitter, framed
 
 
 @given(
@@ -15,7 +15,7 @@ from proxy.connection import _FrameSplitter, framed
 )
 def test_frames_survive_any_chunking(bodies: list[bytes], cuts: list[int]) -> None:
     stream = b"".join(framed(body) for body in bodies)
-    splitter = _FrameSplitter(limit=1024)
+    splitter = FrameSplitter(limit=1024)
     out: list[bytes] = []
     pos = 0
     for cut in cuts * (len(stream) // max(sum(cuts), 1) + 1):
@@ -29,13 +29,13 @@ def test_frames_survive_any_chunking(bodies: list[bytes], cuts: list[int]) -> No
 
 
 def test_partial_frame_stays_pending() -> None:
-    splitter = _FrameSplitter(limit=1024)
+    splitter = FrameSplitter(limit=1024)
     assert splitter.feed(framed(b"abcdef")[:7]) == []
     assert splitter.pending == 7
 
 
 @pytest.mark.parametrize("size", [-1, -(2**31), 1025, 2**31 - 1])
 def test_bad_size_is_refused_before_buffering(size: int) -> None:
-    splitter = _FrameSplitter(limit=1024)
+    splitter = FrameSplitter(limit=1024)
     with pytest.raises(ValueError, match="outside"):
         splitter.feed(struct.pack(">i", size))

@@ -1,4 +1,4 @@
-"""The Judge fails closed: no cluster state, or no current state where rules need it, denies."""
+"""Judging with live facts fails closed: no cluster state, or no current state the rules need."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from policy.builders import incremental_alter_configs_request
 from policy.cluster import InMemoryCluster
 from policy.loader import load_policy
 from policy.model import Fact, Principal, TopicState
-from proxy.audit import AuditLog
 from proxy.cluster_state import ClusterStateUnavailable
-from proxy.enforcement import Judge
+from proxy.live_facts import LiveFacts
 
 POLICY = load_policy(
     """
@@ -42,15 +41,15 @@ class FakeReader:
         return self.cluster
 
 
-def judge(reader: FakeReader) -> Judge:
-    return Judge(lambda: POLICY, reader, AuditLog())  # type: ignore[arg-type]
+def live(reader: FakeReader) -> LiveFacts:
+    return LiveFacts(reader)  # type: ignore[arg-type]
 
 
 async def test_unreadable_cluster_state_denies_every_topic() -> None:
     request = incremental_alter_configs_request(
         "orders.v1", [("cleanup.policy", "SET", "compact")], principal=ALICE
     )
-    [verdict] = await judge(FakeReader(None)).judge(POLICY, [request])
+    [verdict] = await live(FakeReader(None)).judge(POLICY, [request])
     assert verdict.decision is not None and not verdict.decision.allowed
     assert verdict.decision.message.startswith("[cluster-state] the proxy cannot read")
     assert "refused" in verdict.decision.message
@@ -60,7 +59,7 @@ async def test_missing_current_state_denies_when_rules_need_it() -> None:
     request = incremental_alter_configs_request(
         "orders.v1", [("cleanup.policy", "SET", "compact")], principal=ALICE
     )
-    [verdict] = await judge(FakeReader(InMemoryCluster())).judge(POLICY, [request])
+    [verdict] = await live(FakeReader(InMemoryCluster())).judge(POLICY, [request])
     assert verdict.decision is not None and not verdict.decision.allowed
     assert "is not in the cluster metadata" in verdict.decision.message
 
@@ -73,7 +72,18 @@ async def test_known_current_state_is_judged_by_the_rules() -> None:
         "orders.v1", [("cleanup.policy", "SET", "compact")], principal=ALICE
     )
     reader = FakeReader(InMemoryCluster(topics=(current,)))
-    [verdict] = await judge(reader).judge(POLICY, [request])
+    [verdict] = await live(reader).judge(POLICY, [request])
     assert verdict.decision is not None and not verdict.decision.allowed
     assert verdict.decision.violations[0].rule == "cleanup"
     assert Fact.TOPIC_STATE in reader.asked[0]
+
+
+async def test_a_policy_that_needs_no_facts_reads_nothing() -> None:
+    policy = load_policy("version: 1\nrules:\n  - name: names\n    name_pattern: '[a-z0-9.]+'\n")
+    request = incremental_alter_configs_request(
+        "orders.v1", [("retention.ms", "SET", "1000")], principal=ALICE
+    )
+    reader = FakeReader(None)
+    [verdict] = await live(reader).judge(policy, [request])
+    assert verdict.decision is not None and verdict.decision.allowed
+    assert reader.asked == []

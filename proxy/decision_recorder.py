@@ -1,0 +1,67 @@
+"""Each decision becomes one decision record for the audit sink; denials also go to the log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from codec.errors import api_name
+from policy.decision_log import Outcome, decision_record, new_decision_id, outcome
+from policy.judge import Verdict
+from proxy.audit import AuditLog
+from proxy.filter import RequestContext
+
+log = structlog.get_logger("proxy.enforcement")
+
+
+class DecisionRecorder:
+    """Stamps each decision with its ids (decision, policy, cluster, proxy) and writes it."""
+
+    def __init__(
+        self, sink: AuditLog, *, proxy_id: str, cluster_id: Callable[[], str | None]
+    ) -> None:
+        self._sink = sink
+        self._proxy_id = proxy_id
+        self._cluster_id = cluster_id
+
+    def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> None:
+        """One record per decision made (an undecided topic has none)."""
+        for verdict in verdicts:
+            decision, request = verdict.decision, verdict.request
+            if decision is None:
+                continue
+            result = outcome(decision)
+            if result is not Outcome.ALLOWED:
+                log.info(
+                    f"policy {result}",
+                    conn=ctx.connection_id,
+                    principal=request.principal.name,
+                    topic=decision.topic,
+                    action=request.action.value,
+                    reasons=[v.message for v in decision.violations],
+                )
+            if self._sink.enabled:
+                self._sink.write(
+                    decision_record(
+                        request,
+                        decision,
+                        time=timestamp(),
+                        decision_id=new_decision_id(),
+                        policy_revision=revision,
+                        cluster_id=self._cluster_id(),
+                        proxy_id=self._proxy_id,
+                        conn=ctx.connection_id,
+                        client=ctx.client_address,
+                        api=api_name(ctx.api_key),
+                        api_key=ctx.api_key,
+                        api_version=ctx.api_version,
+                    )
+                )
+
+
+def timestamp() -> str:
+    """Now, as RFC 3339 UTC with microseconds: the records' `time`."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"

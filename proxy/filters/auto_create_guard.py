@@ -1,0 +1,85 @@
+"""Auto-create guard: a Metadata request that would create a denied topic goes on without it.
+
+The broker creates a topic a Metadata request names when auto-creation is on. Each topic it
+would create is judged as a create; if any is denied, the request reaches the broker with
+auto-creation off, so the client sees the topic as unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import structlog
+
+from codec.metadata_request import decode_metadata_request, metadata_topics, without_auto_create
+from codec.registry import encode
+from policy.builders import create_request
+from policy.engine import CompiledPolicy
+from policy.judge import FactQuery
+from policy.model import Fact
+from proxy.cluster_state import ClusterStateUnavailable
+from proxy.decision_recorder import DecisionRecorder
+from proxy.filter import Filter, Forward, ForwardModified, RequestContext, Verdict
+from proxy.framing import framed
+from proxy.live_facts import LiveFacts
+from proxy.topic_requests import policy_principal
+
+log = structlog.get_logger("proxy.enforcement")
+
+METADATA = 3
+
+
+class AutoCreateGuardFilter(Filter):
+    """Metadata requests: a denied auto-creation reaches the broker with auto-creation off."""
+
+    api_keys = frozenset({METADATA})
+
+    def __init__(
+        self,
+        policy: Callable[[], CompiledPolicy | None],
+        facts: LiveFacts,
+        recorder: DecisionRecorder,
+    ) -> None:
+        self._policy = policy
+        self._facts = facts
+        self._recorder = recorder
+
+    def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
+        """Forward; judge first if the request could create topics."""
+        policy = self._policy()
+        if policy is None:
+            return Forward()
+        request = decode_metadata_request(ctx.api_version, ctx.frame[ctx.body_offset() :])
+        topics = metadata_topics(request)
+        if not topics.allow_auto_topic_creation or not topics.names:
+            return Forward()
+        return self._guard(ctx, request, topics.names, policy)
+
+    async def _guard(
+        self, ctx: RequestContext, request: Any, names: Sequence[str], policy: CompiledPolicy
+    ) -> Verdict:
+        try:
+            facts = await self._facts.read(
+                FactQuery(frozenset({Fact.TOPIC_STATE}), frozenset(names))
+            )
+        except ClusterStateUnavailable as exc:
+            log.warning("auto-creation turned off: cluster state unavailable", detail=str(exc))
+            return _without_auto_create(ctx, request)
+        missing = [name for name in dict.fromkeys(names) if facts.cluster.topic(name) is None]
+        if not missing:
+            return Forward()
+        principal = policy_principal(ctx)
+        verdicts = await self._facts.judge(
+            policy, [create_request(name, principal=principal) for name in missing]
+        )
+        self._recorder.record(ctx, policy.revision, verdicts)
+        if all(v.decision is None or v.decision.allowed for v in verdicts):
+            return Forward()
+        return _without_auto_create(ctx, request)
+
+
+def _without_auto_create(ctx: RequestContext, request: Any) -> ForwardModified:
+    return ForwardModified(
+        framed(ctx.frame[4 : ctx.body_offset()], encode(without_auto_create(request)))
+    )

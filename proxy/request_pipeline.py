@@ -1,0 +1,427 @@
+"""The request pipeline of one client connection, sans-IO: bytes and events in, actions out.
+
+In the manner of h11's connection state machine, it owns no socket, task or timer. The
+connection feeds it what the client and the broker send and what the filters decided, and
+carries out the actions it returns. It owns:
+- framing, with each size checked before anything is buffered;
+- one ordered queue of the responses owed to the client, proxy-made replies included (a reply
+  waits behind earlier responses still at the broker);
+- holds: while a request's decision is pending, later requests wait, so the broker sees this
+  connection's requests in order;
+- acks=0 Produce: forwarded, no response expected;
+- streaming: a large response that needs no hook goes to the client as it arrives.
+After a close, nothing more is evaluated, from the same read or later.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+
+from codec.api_versions import supports
+from codec.errors import CodecError
+from codec.header import (
+    API_VERSIONS,
+    PRODUCE,
+    RequestHeader,
+    peek_request_header,
+    produce_acks,
+    response_header,
+    response_header_size,
+)
+from proxy.filter import (
+    VERDICT_TYPES,
+    Answer,
+    Close,
+    ForwardModified,
+    HookResult,
+    RequestContext,
+    ResponseHook,
+    Verdict,
+    WithPrincipal,
+)
+from proxy.filter_chain import FilterChain
+from proxy.framing import SIZE, Buffer, FrameSplitter, framed
+
+# The request header up to the client id's length: size, api key, version, correlation id.
+_CLIENT_ID_LENGTH = struct.Struct(">h")
+_CLIENT_ID_AT = SIZE + 8
+
+
+@dataclass(frozen=True, slots=True)
+class SendToBroker:
+    """Write these frames to the broker, in order."""
+
+    data: list[Buffer]
+
+
+@dataclass(frozen=True, slots=True)
+class SendToClient:
+    """Write these bytes to the client, in order."""
+
+    data: list[Buffer]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitDecision:
+    """Await the filters' verdict, then feed it to `decided` with this context."""
+
+    ctx: RequestContext
+    pending: Awaitable[Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitResponse:
+    """Await a response hook, then feed its result to `response_ready` (or `response_failed`)."""
+
+    owed: Owed
+    pending: Awaitable[HookResult]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReading:
+    """A request's decision is pending: read nothing more from the client for now."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeReading:
+    """The hold is over: read the client again."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    """Close both sides (writes already made still go out); `reason` None is an orderly close."""
+
+    reason: str | None = None
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+Action = (
+    SendToBroker
+    | SendToClient
+    | AwaitDecision
+    | AwaitResponse
+    | StopReading
+    | ResumeReading
+    | CloseConnection
+)
+
+
+class Owed:
+    """A response owed to the client: filled in when the broker (or the proxy) has it."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "frame", "hook")
+
+    def __init__(
+        self,
+        correlation_id: int,
+        api_key: int,
+        api_version: int,
+        hook: ResponseHook | None,
+        frame: Buffer | None = None,
+    ) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.hook = hook
+        self.frame = frame
+
+
+class RequestPipeline:
+    """Frames, filters, holds and in-order responses for one client connection."""
+
+    def __init__(
+        self,
+        chain: FilterChain,
+        *,
+        connection_id: int,
+        listener: str,
+        client_address: str,
+        principal: str,
+        max_frame_bytes: int,
+    ) -> None:
+        self._chain = chain
+        self.connection_id = connection_id
+        self.listener = listener
+        self.client_address = client_address
+        self.principal = principal
+        self._requests = FrameSplitter(max_frame_bytes)
+        # Broker responses are trusted for size; only a negative size is an error.
+        self._responses = FrameSplitter(2**31 - 1)
+        self._owed: deque[Owed] = deque()  # in request order
+        self._inflight: deque[Owed] = deque()  # the owed responses the broker will send
+        self._held: deque[Buffer] = deque()
+        self._holding = True  # until the broker is connected
+        self._deciding = False
+        self._streaming = 0  # bytes of the current response still to pass straight through
+        self._draining = False
+        self.closed = False
+        self._to_broker: list[Buffer] = []
+        self._to_client: list[Buffer] = []
+        self._effects: list[Action] = []
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an incomplete request frame."""
+        return self._requests.pending
+
+    # --- events ----------------------------------------------------------------------------
+
+    def broker_connected(self) -> list[Action]:
+        """The broker connection is open: requests held meanwhile go now."""
+        self._release()
+        return self._actions()
+
+    def client_data(self, data: bytes) -> list[Action]:
+        """Bytes from the client."""
+        if self.closed:
+            return []
+        try:
+            frames = self._requests.feed(data)
+        except ValueError as exc:
+            self._close("bad frame size", detail=str(exc))
+            return self._actions()
+        for frame in frames:
+            if self.closed:
+                break
+            if self._holding:
+                self._held.append(frame)
+            else:
+                self._request(frame)
+        return self._actions()
+
+    def decided(self, ctx: RequestContext, verdict: Verdict) -> list[Action]:
+        """The filters' verdict on a request that was held for it."""
+        if self.closed:
+            return []
+        self._deciding = False
+        self._apply(ctx, verdict)
+        self._release()
+        if not self._deciding and not self.closed:
+            self._effects.append(ResumeReading())
+        return self._actions()
+
+    def broker_data(self, data: bytes) -> list[Action]:
+        """Bytes from the broker."""
+        if self.closed:
+            return []
+        view = memoryview(data)
+        while view:
+            if self._streaming:
+                n = min(self._streaming, len(view))
+                self._to_client.append(view[:n])
+                self._streaming -= n
+                view = view[n:]
+                if not self._streaming:
+                    self._flush()
+                continue
+            # A large response that starts here and needs no hook is passed through as it
+            # arrives, instead of being buffered and copied whole (Fetch responses, mostly).
+            if not self._responses.pending and len(view) >= SIZE + 4:
+                size = int.from_bytes(view[:SIZE], "big", signed=True)
+                if size + SIZE > len(view) and self._start_stream(view[SIZE : SIZE + 4]):
+                    self._streaming = size + SIZE
+                    continue
+            try:
+                frames = self._responses.feed(view)
+            except ValueError as exc:
+                self._close("bad frame size from broker", detail=str(exc))
+                break
+            for frame in frames:
+                if self.closed:
+                    break
+                self._response(frame)
+            break
+        return self._actions()
+
+    def response_ready(self, owed: Owed, result: HookResult) -> list[Action]:
+        """An asynchronous response hook has finished."""
+        if self.closed:
+            return []
+        self._fill(owed, result)
+        return self._actions()
+
+    def response_failed(self, exc: Exception) -> list[Action]:
+        """An asynchronous response hook has failed."""
+        if self.closed:
+            return []
+        self._close("cannot rewrite broker response", detail=str(exc))
+        return self._actions()
+
+    def drain(self) -> list[Action]:
+        """Shutting down: close once every response owed has been written."""
+        self._draining = True
+        if not self.closed and not self._owed and not self._streaming:
+            self._close(None)
+        return self._actions()
+
+    def connection_lost(self) -> None:
+        """The connection is gone: evaluate nothing more, and tell the filters."""
+        self.closed = True
+        self._chain.on_close(self.connection_id)
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _request(self, frame: Buffer) -> None:
+        try:
+            header = _peek(frame)
+        except CodecError as exc:
+            self._close("malformed request header", detail=str(exc))
+            return
+        key = header.api_key
+        if key != API_VERSIONS and not supports(key, header.api_version):
+            # A broker closes the connection on an unsupported version; so does the proxy,
+            # rather than forward something it cannot check.
+            self._close("unsupported API or version", api_key=key, api_version=header.api_version)
+            return
+        if not self._chain.handles(key):
+            if key == PRODUCE and _acks_zero(frame, header):
+                self._to_broker.append(frame)
+            else:
+                self._forward(header, frame, None)
+            return
+        ctx = RequestContext(
+            self.connection_id,
+            self.listener,
+            self.client_address,
+            self.principal,
+            header,
+            frame if isinstance(frame, bytes) else frame.tobytes(),
+        )
+        verdict = self._chain.on_request(ctx)
+        if isinstance(verdict, VERDICT_TYPES):
+            self._apply(ctx, verdict)
+        else:
+            # Later requests wait, so the broker sees this connection's requests in order.
+            self._holding = self._deciding = True
+            self._effects.append(StopReading())
+            self._effects.append(AwaitDecision(ctx, verdict))
+
+    def _apply(self, ctx: RequestContext, verdict: Verdict) -> None:
+        if isinstance(verdict, Close):
+            self._close(verdict.reason, detail=verdict.detail)
+        elif isinstance(verdict, Answer):
+            h = ctx.header
+            reply = framed(
+                response_header(h.correlation_id, h.api_key, h.api_version), verdict.body
+            )
+            self._owed.append(Owed(h.correlation_id, h.api_key, h.api_version, None, reply))
+            self._flush()
+        else:
+            frame = verdict.frame if isinstance(verdict, ForwardModified) else ctx.frame
+            self._forward(ctx.header, frame, verdict.hook)
+
+    def _forward(self, header: RequestHeader, frame: Buffer, hook: ResponseHook | None) -> None:
+        owed = Owed(header.correlation_id, header.api_key, header.api_version, hook)
+        self._owed.append(owed)
+        self._inflight.append(owed)
+        self._to_broker.append(frame)
+
+    def _release(self) -> None:
+        # Held requests go in order until one of them is held for a decision again.
+        self._holding = False
+        while self._held and not self._holding and not self.closed:
+            self._request(self._held.popleft())
+
+    # --- responses -------------------------------------------------------------------------
+
+    def _response(self, frame: Buffer) -> None:
+        if not self._inflight:
+            self._close("broker sent a response nobody asked for")
+            return
+        owed = self._inflight.popleft()
+        correlation_id = int.from_bytes(frame[SIZE : SIZE + 4], "big", signed=True)
+        if correlation_id != owed.correlation_id:
+            self._close(
+                "broker response out of order", expected=owed.correlation_id, got=correlation_id
+            )
+            return
+        if owed.hook is None:
+            owed.frame = frame
+            self._flush()
+            return
+        try:
+            inner = bytes(frame[SIZE:])
+            size = response_header_size(inner, owed.api_key, owed.api_version)
+            result = owed.hook(inner[size:])
+        except (CodecError, ValueError) as exc:
+            self._close("cannot rewrite broker response", detail=str(exc))
+            return
+        owed.frame = inner[:size]  # the response header, until the body is ready
+        if isinstance(result, bytes | WithPrincipal):
+            self._fill(owed, result)
+        else:
+            self._effects.append(AwaitResponse(owed, result))
+
+    def _fill(self, owed: Owed, result: HookResult) -> None:
+        if isinstance(result, WithPrincipal):
+            # Applies to every later request's context.
+            self.principal = result.principal
+            result = result.body
+        header = owed.frame
+        assert header is not None
+        owed.frame = framed(header, result)
+        owed.hook = None
+        self._flush()
+
+    def _start_stream(self, correlation_id: Buffer) -> bool:
+        if not self._inflight or not self._owed:
+            return False
+        owed = self._inflight[0]
+        if owed.hook is not None or self._owed[0] is not owed:
+            return False
+        if int.from_bytes(correlation_id, "big", signed=True) != owed.correlation_id:
+            return False
+        self._inflight.popleft()
+        self._owed.popleft()
+        return True
+
+    def _flush(self) -> None:
+        # Nothing may be written into the middle of a response being streamed.
+        if self._streaming:
+            return
+        owed, out = self._owed, self._to_client
+        while owed and owed[0].frame is not None and owed[0].hook is None:
+            frame = owed.popleft().frame
+            assert frame is not None
+            out.append(frame)
+        if self._draining and not owed:
+            self._close(None)
+
+    # --- output ----------------------------------------------------------------------------
+
+    def _close(self, reason: str | None, **details: object) -> None:
+        if not self.closed:
+            self.closed = True
+            self._effects.append(CloseConnection(reason, details))
+
+    def _actions(self) -> list[Action]:
+        actions: list[Action] = []
+        if self._to_broker:
+            actions.append(SendToBroker(self._to_broker))
+            self._to_broker = []
+        if self._to_client:
+            actions.append(SendToClient(self._to_client))
+            self._to_client = []
+        if self._effects:
+            actions += self._effects
+            self._effects = []
+        return actions
+
+
+def _peek(frame: Buffer) -> RequestHeader:
+    # Only the header is copied out of the frame: a Produce body stays where it was read.
+    end = _CLIENT_ID_AT + 2
+    if len(frame) >= end:
+        end += max(_CLIENT_ID_LENGTH.unpack_from(frame, _CLIENT_ID_AT)[0], 0)
+    return peek_request_header(bytes(frame[:end]), SIZE)
+
+
+def _acks_zero(frame: Buffer, header: RequestHeader) -> bool:
+    try:
+        return produce_acks(frame, header) == 0  # type: ignore[arg-type]
+    except CodecError:
+        # Let the broker judge a malformed Produce; expect its answer.
+        return False
