@@ -33,7 +33,12 @@ class PolicySource:
         old, self._policy, self._stamp = self._policy, policy, stamp
         if old is not None:
             old.close()
-        log.info("policy loaded", file=str(self.path), rules=len(policy.rule_names))
+        log.info(
+            "policy loaded",
+            file=str(self.path),
+            rules=len(policy.rule_names),
+            revision=policy.revision,
+        )
         return policy
 
     def reload(self) -> bool:
