@@ -14,7 +14,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kio.serial._introspect import (
+from codec.errors import CodecError
+from codec.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
@@ -22,8 +23,6 @@ from kio.serial._introspect import (
     get_field_tag,
     is_optional,
 )
-
-from codec.errors import CodecError
 from codec.registry import decode_exact
 
 # (data, position, end) -> new position; raises _Malformed.

@@ -34,8 +34,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import EntityTupleField, classify_field
 
+from codec.kio_introspect import EntityTupleField, classify_field
 from codec.prescan import decode_untrusted
 from codec.registry import encode, known_versions, request_class, response_class
 from codec.topic_view import AnyTopicItem

@@ -8,7 +8,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import (
+
+from codec.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
