@@ -1,0 +1,82 @@
+"""A cluster-state reader in memory and a decision recorder to a file, for the policy filters."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from codec.registry import request_class
+from policy.cluster import InMemoryCluster
+from policy.model import Fact
+from proxy.audit import AuditLog
+from proxy.cluster_state import ClusterStateUnavailable
+from proxy.decision_recorder import DecisionRecorder
+from proxy.live_facts import LiveFacts
+from tests.messages import build
+
+
+class FakeReader:
+    """Answers from memory, or fails; remembers what it was asked and what was invalidated."""
+
+    def __init__(self, cluster: InMemoryCluster | None = None) -> None:
+        self.cluster = cluster if cluster is not None else InMemoryCluster()
+        self.unavailable = False
+        self.asked: list[tuple[frozenset[Fact], frozenset[str]]] = []
+        self.invalidated: list[str] = []
+
+    async def snapshot(
+        self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
+    ) -> InMemoryCluster:
+        self.asked.append((frozenset(facts), frozenset(topics)))
+        if self.unavailable:
+            raise ClusterStateUnavailable("cannot connect to any bootstrap server (refused)")
+        return self.cluster
+
+    def invalidate(self, topic: str) -> None:
+        self.invalidated.append(topic)
+
+
+def live_facts(reader: FakeReader) -> LiveFacts:
+    """LiveFacts over the fake reader."""
+    return LiveFacts(reader)  # type: ignore[arg-type]
+
+
+class Records:
+    """A decision recorder writing to a file, and the records it wrote."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "audit.jsonl"
+        self.sink = AuditLog(self.path)
+        self.recorder = DecisionRecorder(
+            self.sink, proxy_id="proxy-a:9192", cluster_id=lambda: "c1"
+        )
+
+    def read(self) -> list[dict[str, Any]]:
+        """The records written so far."""
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+
+def create_topics(*topics: tuple[str, int], validate_only: bool = False) -> Any:
+    """A CreateTopics v7 request for (name, partitions) pairs."""
+    m = importlib.import_module(request_class(19, 7).__module__)
+    return build(
+        m.CreateTopicsRequest,
+        topics=tuple(
+            build(
+                m.CreatableTopic,
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=(),
+                configs=(),
+            )
+            for name, partitions in topics
+        ),
+        timeout=30_000,
+        validate_only=validate_only,
+    )
