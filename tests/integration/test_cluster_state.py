@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 import uuid
 from collections import Counter
@@ -25,6 +24,7 @@ from policy.model import Fact
 from proxy.broker_defaults import CREATE_DEFAULTS
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.kafka_client import KafkaClient, SaslCredentials
+from tests.ports import refused_port
 
 pytestmark = pytest.mark.integration
 
@@ -40,13 +40,6 @@ def servers(csv: str) -> list[tuple[str, int]]:
 def unique(prefix: str) -> str:
     """A topic name no other test uses."""
     return f"cstate-{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def free_port() -> int:
-    """A local port nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def kinds(sent: list[Any]) -> Counter[str]:
@@ -377,23 +370,24 @@ async def test_a_wrong_password_fails_closed(kafka: Any, mechanism: str) -> None
 
 
 async def test_an_unreachable_cluster_fails_closed() -> None:
-    ports = [free_port(), free_port()]
-    reader = ClusterStateReader([("127.0.0.1", p) for p in ports], request_timeout_s=2)
-    try:
-        with pytest.raises(ClusterStateUnavailable) as failure:
-            await reader.snapshot({Fact.BROKER_COUNT})
-    finally:
-        await reader.close()
+    with refused_port() as first, refused_port() as second:
+        ports = [first, second]
+        reader = ClusterStateReader([("127.0.0.1", p) for p in ports], request_timeout_s=2)
+        try:
+            with pytest.raises(ClusterStateUnavailable) as failure:
+                await reader.snapshot({Fact.BROKER_COUNT})
+        finally:
+            await reader.close()
     message = str(failure.value)
     assert "the topic list and broker count" in message
     assert all(f"127.0.0.1:{p}" in message for p in ports)
 
 
 async def test_a_dead_bootstrap_server_is_skipped(kafka: Any, topics: dict[str, str]) -> None:
-    dead = free_port()
-    reader = ClusterStateReader([("127.0.0.1", dead), *servers(kafka.bootstrap_servers)])
-    try:
-        cluster = await reader.snapshot({Fact.TOPIC_NAMES})
-    finally:
-        await reader.close()
+    with refused_port() as dead:
+        reader = ClusterStateReader([("127.0.0.1", dead), *servers(kafka.bootstrap_servers)])
+        try:
+            cluster = await reader.snapshot({Fact.TOPIC_NAMES})
+        finally:
+            await reader.close()
     assert set(topics.values()) <= cluster.topic_names()

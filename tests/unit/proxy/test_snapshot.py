@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import socket
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -44,6 +43,7 @@ from policy.model import TopicState
 from proxy.broker_defaults import topic_defaults
 from proxy.cluster_state import ClusterStateUnavailable
 from proxy.snapshot import write_snapshot
+from tests.ports import refused_port
 
 # name -> replica lists by partition.
 TOPICS: dict[str, list[list[int]]] = {
@@ -377,12 +377,6 @@ async def test_a_topic_whose_configs_fail_fails_the_snapshot(fake: FakeCluster) 
 # -- the command's exit codes
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     with pytest.raises(SystemExit) as exited:
         main(["snapshot", *args])
@@ -395,10 +389,10 @@ def test_an_unreachable_cluster_exits_1_and_leaves_no_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "snap.jsonl"
-    port = free_port()
-    code, err = run(
-        capsys, "--bootstrap-server", f"127.0.0.1:{port}", "--out", str(out), "--timeout", "2"
-    )
+    with refused_port() as port:
+        code, err = run(
+            capsys, "--bootstrap-server", f"127.0.0.1:{port}", "--out", str(out), "--timeout", "2"
+        )
     assert code == 1
     assert err.startswith("kafka-policy-proxy snapshot: cannot read the broker list from the ")
     assert f"127.0.0.1:{port}" in err and err.count("\n") == 1
