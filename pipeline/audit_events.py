@@ -7,52 +7,19 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StringType, StructField, StructType
 
-SCHEMA_VERSION = 1
+from pipeline.spark_schema import struct_type
+from policy.decision_log import EVENT_KIND, READABLE_VERSIONS, Outcome, json_schema
+
 CORRUPT = "_corrupt_record"
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
-VIOLATION = StructType(
-    [
-        StructField("rule", StringType()),
-        StructField("message", StringType()),
-        StructField("mode", StringType()),
-    ]
-)
+# Derived from the record's owner. `request` is read as the raw JSON text of the object: only
+# replay parses it, in Python. A v1 event reads with the four trace fields null.
+AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType()})
 
-# `request` is read as the raw JSON text of the object: only replay parses it, in Python.
-AUDIT_SCHEMA = StructType(
-    [
-        StructField("time", TimestampType()),
-        StructField("schema", IntegerType()),
-        StructField("event", StringType()),
-        StructField("conn", LongType()),
-        StructField("client", StringType()),
-        StructField("principal", StringType()),
-        StructField("client_id", StringType()),
-        StructField("api", StringType()),
-        StructField("api_key", IntegerType()),
-        StructField("api_version", IntegerType()),
-        StructField("action", StringType()),
-        StructField("topic", StringType()),
-        StructField("validate_only", BooleanType()),
-        StructField("decision", StringType()),
-        StructField("mode", StringType()),
-        StructField("violations", ArrayType(VIOLATION)),
-        StructField("request", StringType()),
-    ]
-)
-
+# What the jobs need of every event, v1 or v2.
 REQUIRED = (
     "time",
     "schema",
@@ -64,7 +31,7 @@ REQUIRED = (
     "mode",
     "violations",
 )
-DECISIONS = ("allowed", "denied", "audit-would-deny")
+DECISIONS = tuple(o.value for o in Outcome)
 
 
 @dataclass(frozen=True)
@@ -113,8 +80,11 @@ def _problem(required: Sequence[str]) -> Column:
     missing = [F.when(F.col(name).isNull(), F.lit(name)) for name in required]
     return (
         F.when(F.col(CORRUPT).isNotNull(), F.lit("not a JSON object of the audit schema"))
-        .when(F.col("schema") != SCHEMA_VERSION, F.format_string("schema version %d", "schema"))
-        .when(F.col("event") != "decision", F.format_string("unknown event kind %s", "event"))
+        .when(
+            ~F.col("schema").isin(*READABLE_VERSIONS),
+            F.format_string("schema version %d", "schema"),
+        )
+        .when(F.col("event") != EVENT_KIND, F.format_string("unknown event kind %s", "event"))
         .when(
             ~F.col("decision").isin(*DECISIONS),
             F.format_string("unknown decision %s", "decision"),

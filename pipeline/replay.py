@@ -3,22 +3,14 @@
 Every recorded per-topic request is evaluated again with the candidate policy, in Python on the
 executors (an Arrow UDF over the raw request JSON), and compared with the recorded decision.
 
-Cluster facts. An event carries the request as the proxy resolved it: the topic's current
-state when the recorded policy needed it, and the broker defaults folded into the requested
-configs when it needed those. It never carries cluster-wide facts (topic names, broker count,
-total partitions). For each request the candidate's `needs()` are checked against what the
-event carries (`missing_facts`):
-
-- nothing missing: the recorded request is evaluated as it is;
-- something missing and no snapshot: the new decision is `unknown`, with the facts named in
-  `reason`, never a guess;
-- something missing and one snapshot: the snapshot supplies it. The event's own current state
-  wins over the snapshot's state of that topic (also in the snapshot's total partitions and
-  topic names); a missing current state or broker defaults are resolved from the snapshot as
-  the proxy would (a non-create whose topic the snapshot lacks is denied by `cluster-state`,
-  as the proxy denies it). Events carry no cluster id, so exactly one snapshot is taken:
-  several (of several clusters, or of one cluster at several times) are refused rather than
-  matched to events by guesswork.
+Each request is judged by the one judge (`policy.judge`) with the facts its event recorded
+(`policy.recorded_facts.RecordedFacts`): facts the candidate needs that the event lacks
+(cluster-wide facts are never recorded) make the new decision `unknown`, with the facts named
+in `reason`, unless a snapshot supplies them; the event's own topic state wins over the
+snapshot's, and a non-create whose topic the snapshot lacks is denied by `cluster-state`, as
+the proxy denies it. Events of schema 1 carry no cluster id, so exactly one snapshot is
+taken: several (of several clusters, or of one cluster at several times) are refused rather
+than matched to events by guesswork.
 
 A request that cannot be parsed or evaluated becomes `error`, with the reason; none is dropped.
 
@@ -46,7 +38,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,19 +48,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
 from pipeline.audit_events import read_audit
-from pipeline.evaluation import cluster_json, compiled, missing_topic, shipped_cluster
 from pipeline.html_report import Chart, Report, Table, bar_chart, render
 from pipeline.output import write_text
 from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
-from policy.builders import resolve
-from policy.cluster import ClusterState, InMemoryCluster
+from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
+from policy.cluster import InMemoryCluster
+from policy.decision_log import PASSED, Outcome, outcome
 from policy.engine import CompiledPolicy
+from policy.judge import CLUSTER_STATE_RULE, judge
 from policy.model import (
     Action,
     AlterKind,
-    ConfigMap,
-    ConfigOp,
-    ConfigSource,
     Decision,
     Fact,
     Mode,
@@ -78,26 +67,21 @@ from policy.model import (
     TopicRequest,
     TopicState,
 )
-from proxy.audit import outcome
+from policy.recorded_facts import RecordedFacts, missing_facts
 
 UNKNOWN = "unknown"
 ERROR = "error"
 ALLOW_TO_DENY = "allow->deny"
 DENY_TO_ALLOW = "deny->allow"
 NO_FLIP = "none"
-ALLOWED = ("allowed", "audit-would-deny")
-NEW_DECISIONS = ("allowed", "audit-would-deny", "denied", UNKNOWN, ERROR)
+ALLOWED = tuple(o.value for o in Outcome if o in PASSED)
+NEW_DECISIONS = (*(o.value for o in Outcome), UNKNOWN, ERROR)
 FLIPS = (NO_FLIP, ALLOW_TO_DENY, DENY_TO_ALLOW, UNKNOWN, ERROR)
 MALFORMED_SCHEMA = "source string, problem string, lines long"
 TABLES = ("decisions", "flips", "malformed")
 SAMPLE_ROWS = 100
 TABLE_ROWS = 50
 CHART_RULES = 20
-
-# Facts the checks read from the cluster itself; an audit event never records them.
-CLUSTER_WIDE = frozenset({Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS})
-# Facts `resolve` folds into the request itself.
-ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS})
 
 RESULT = pa.struct(
     [
@@ -121,81 +105,7 @@ _NO_OFFSETS = ',"record_offsets":[]}'
 _ACTIONS = {a.value: a for a in Action}
 _ALTER_KINDS = {k.value: k for k in AlterKind}
 _NONE: list[str] = []  # shared by every row without violations; never mutated
-_EMPTY_CLUSTER = InMemoryCluster()
-
-
-def defaults_folded(request: TopicRequest) -> bool | None:
-    """Whether the broker defaults are in the recorded requested state; None if they can't matter.
-
-    Defaults matter for a create and a full config replacement (every config not named takes
-    its default), and for an incremental alter that resets a config or whose current state is
-    unknown. `current.configs` are effective configs, so they already hold the defaults.
-    """
-    requested = request.requested
-    if request.action is not Action.CREATE:
-        if request.alter_kind is not AlterKind.CONFIGS:
-            return None
-        if requested.config_source is ConfigSource.INCREMENTAL and request.current is not None:
-            last = {c.name: c.op for c in requested.changes}
-            reset = [name for name, op in last.items() if op is ConfigOp.DELETE]
-            if not reset:
-                return None
-            # Reset to its default, a config stays; without a default to go back to, it is gone.
-            return any(name in requested.configs for name in reset)
-    # Without defaults the effective configs hold only the named ones.
-    named = requested.named
-    return any(key not in named for key in requested.configs)
-
-
-def missing_facts(request: TopicRequest, needs: frozenset[Fact]) -> frozenset[Fact]:
-    """The facts among `needs` that the recorded request does not carry."""
-    missing = needs & CLUSTER_WIDE
-    if (
-        Fact.TOPIC_STATE in needs
-        and request.current is None
-        and request.action is not Action.CREATE
-    ):
-        missing |= {Fact.TOPIC_STATE}
-    if Fact.BROKER_DEFAULTS in needs and defaults_folded(request) is False:
-        missing |= {Fact.BROKER_DEFAULTS}
-    return missing
-
-
-@dataclass(frozen=True, slots=True)
-class WithTopic:
-    """A snapshot in which one topic has the state an event recorded: the event's state wins."""
-
-    base: InMemoryCluster
-    state: TopicState
-
-    def topic(self, name: str) -> TopicState | None:
-        """The recorded state for the event's topic, else the snapshot's."""
-        return self.state if name == self.state.name else self.base.topic(name)
-
-    def topic_by_id(self, topic_id: str) -> TopicState | None:
-        """The recorded state for the event's topic id, else the snapshot's."""
-        return self.state if topic_id == self.state.topic_id else self.base.topic_by_id(topic_id)
-
-    def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
-        """The snapshot's names, with the event's topic (it existed when the event was made)."""
-        names = self.base.topic_names(include_internal=include_internal)
-        if self.state.name in names or (self.state.internal and not include_internal):
-            return names  # the same set each time: rules cache indexes by its identity
-        return names | {self.state.name}
-
-    def broker_count(self) -> int:
-        """The snapshot's broker count."""
-        return self.base.broker_count()
-
-    def broker_default_configs(self) -> ConfigMap:
-        """The snapshot's broker defaults."""
-        return self.base.broker_default_configs()
-
-    def total_partitions(self) -> int:
-        """The snapshot's total, with the event's topic counted as recorded."""
-        known = self.base.topic(self.state.name)
-        before = known.partitions if known is not None else 0
-        return self.base.total_partitions() - before + self.state.partitions
+_ALLOWED = Outcome.ALLOWED.value
 
 
 class RequestParser:
@@ -272,7 +182,7 @@ def _object(text: str) -> dict[str, Any]:
 
 
 class Replayer:
-    """Replays recorded requests with the candidate policy and, if given, a snapshot cluster."""
+    """Replays recorded requests through the judge with the candidate policy and the snapshot."""
 
     def __init__(self, policy: CompiledPolicy, cluster: InMemoryCluster | None) -> None:
         self.policy = policy
@@ -286,13 +196,11 @@ class Replayer:
             if text is None:
                 raise ValueError("the event has no request")
             request = self._parser.parse(text)
-            needs = self.policy.needs(request)
-            missing = missing_facts(request, needs) if needs else needs
-            if not missing:
-                return _row(self.policy.evaluate(request, self.cluster or _EMPTY_CLUSTER), None)
-            if self.cluster is None:
-                return (UNKNOWN, _NONE, _NONE, _NONE, self._reason(missing))
-            return self._with_snapshot(request, needs, missing, self.cluster)
+            (verdict,) = judge(self.policy, (request,), RecordedFacts(request, self.cluster))
+            if verdict.decision is None:
+                return (UNKNOWN, _NONE, _NONE, _NONE, verdict.reason)
+            reason = None if self.cluster is None else self._reason(request, verdict.decision)
+            return _row(verdict.decision, reason)
         except Exception as exc:
             return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
 
@@ -316,48 +224,27 @@ class Replayer:
             [pa.array(c, f.type) for c, f in zip(columns, RESULT, strict=True)], fields=list(RESULT)
         )
 
-    def _with_snapshot(
-        self,
-        request: TopicRequest,
-        needs: frozenset[Fact],
-        missing: frozenset[Fact],
-        snapshot: InMemoryCluster,
-    ) -> Row:
-        cluster: ClusterState = snapshot
-        if request.current is not None:
-            cluster = WithTopic(snapshot, request.current)
-        if missing & ON_REQUEST:
-            # Recomputed from the recorded changes: defaults already folded in are folded again
-            # (from the snapshot), never applied on top of themselves.
-            facts = (needs | {Fact.BROKER_DEFAULTS}) if defaults_folded(request) else needs
-            request = resolve(request, cluster, facts)
-            if (
-                request.current is None
-                and request.action is not Action.CREATE
-                and Fact.TOPIC_STATE in self.policy.needs(request)
-            ):
-                denied = missing_topic(request)
-                return (*denied, denied.rules, "the topic is not in the snapshot")
-        return _row(self.policy.evaluate(request, cluster), self._reason(missing, snapshot=True))
-
-    def _reason(self, missing: frozenset[Fact], *, snapshot: bool = False) -> str:
+    def _reason(self, request: TopicRequest, decision: Decision) -> str | None:
+        """Which facts the snapshot supplied, if any."""
+        violations = decision.violations
+        if violations and violations[0].rule == CLUSTER_STATE_RULE:
+            return "the topic is not in the snapshot"
+        missing = missing_facts(request, self.policy.needs(request))
+        if not missing:
+            return None
         reason = self._reasons.get(missing)
         if reason is None:
             names = ", ".join(sorted(f.value for f in missing))
-            if snapshot:
-                reason = f"cluster facts from the snapshot: {names}"
-            else:
-                reason = f"needs cluster facts: {names}; pass --snapshot"
-            self._reasons[missing] = reason
+            reason = self._reasons[missing] = f"cluster facts from the snapshot: {names}"
         return reason
 
 
 def _row(decision: Decision, reason: str | None) -> Row:
     violations = decision.violations
     if not violations:
-        return ("allowed", _NONE, _NONE, _NONE, reason)
+        return (_ALLOWED, _NONE, _NONE, _NONE, reason)
     return (
-        outcome(decision),
+        outcome(decision).value,
         [v.rule for v in violations],
         [v.message for v in violations],
         [v.rule for v in violations if v.mode is Mode.ENFORCE],

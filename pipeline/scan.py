@@ -20,8 +20,11 @@ with its current state, in the cluster made of the other topics of its snapshot:
   could be created today). The other topics answer `topic()` with their metadata (no
   configs), as the proxy's all-topics read does. Broker count and defaults are the snapshot's.
 
-Internal topics (flagged internal, or named `__...`) are not evaluated; they are counted as
-skipped, and still count in the other topics' cluster facts. Snapshots that are incomplete,
+Each topic is judged by the one judge (`policy.judge`) with a fact source that gives the
+cluster of the other topics and folds nothing into the request (it already holds the topic's
+state). Internal topics (`policy.cluster.is_internal`: Kafka's own, or flagged internal) are
+not evaluated; they are counted as skipped, and still count in the other topics' cluster
+facts. Snapshots that are incomplete,
 malformed, or give one cluster twice are refused before anything is evaluated.
 
 Outputs under `out/` (Parquet, overwritten), plus `scan.html` and `summary.json`:
@@ -56,21 +59,28 @@ from pyspark.sql.types import (
 )
 from pyspark.storagelevel import StorageLevel
 
-from pipeline.evaluation import cluster_json, compiled, shipped_cluster
 from pipeline.html_report import Chart, Report, Table, bar_chart, render
 from pipeline.output import write_text
 from pipeline.snapshots import SnapshotError, check_complete, read_snapshot_lines
+from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
 from policy.builders import create_request
-from policy.cluster import InMemoryCluster
+from policy.cluster import INTERNAL_TOPICS, ClusterState, InMemoryCluster, is_internal
+from policy.decision_log import Outcome, outcome
 from policy.engine import CompiledPolicy
-from policy.model import ConfigMap, Principal, TopicRequest, TopicState, freeze_assignment
-from proxy.audit import outcome
+from policy.judge import FactQuery, Facts, judge
+from policy.model import Principal, TopicRequest, TopicState, freeze_assignment
+from policy.overlays import OtherTopics
+from policy.snapshot_format import TopicLine, parse_line
 
 DEFAULT_PRINCIPAL = Principal().name
 SET_ON_TOPIC = "DYNAMIC_TOPIC_CONFIG"
 COMPLIANT, VIOLATING, AUDIT_ONLY = "compliant", "violating", "audit-only"
-# The proxy's decision strings (proxy.audit.outcome) as the scan names them.
-DECISIONS = {"allowed": COMPLIANT, "denied": VIOLATING, "audit-would-deny": AUDIT_ONLY}
+# The record's decisions as the scan names them.
+DECISIONS = {
+    Outcome.ALLOWED: COMPLIANT,
+    Outcome.DENIED: VIOLATING,
+    Outcome.AUDIT_WOULD_DENY: AUDIT_ONLY,
+}
 VIOLATIONS_SHOWN = 200
 
 VIOLATION = StructType(
@@ -104,38 +114,15 @@ _FACTS = StructType(
 
 
 @dataclass(frozen=True, slots=True)
-class OtherTopics:
-    """A cluster without one of its topics: the cluster that topic would be created in."""
+class AsIfCreated:
+    """A `FactSource` for a topic judged as a create: the cluster of the other topics."""
 
-    base: InMemoryCluster
+    cluster: ClusterState
     name: str
 
-    def topic(self, name: str) -> TopicState | None:
-        """Another topic's state; None for the topic under evaluation."""
-        return None if name == self.name else self.base.topic(name)
-
-    def topic_by_id(self, topic_id: str) -> TopicState | None:
-        """Another topic's state by id; None for the topic under evaluation."""
-        found = self.base.topic_by_id(topic_id)
-        return None if found is None or found.name == self.name else found
-
-    def topic_names(self, *, include_internal: bool = False) -> frozenset[str]:
-        """The other topics' names."""
-        names = self.base.topic_names(include_internal=include_internal)
-        return names - {self.name} if self.name in names else names
-
-    def broker_count(self) -> int:
-        """The snapshot's broker count."""
-        return self.base.broker_count()
-
-    def broker_default_configs(self) -> ConfigMap:
-        """The snapshot's broker defaults."""
-        return self.base.broker_default_configs()
-
-    def total_partitions(self) -> int:
-        """The other topics' partitions, internal ones included."""
-        own = self.base.topic(self.name)
-        return self.base.total_partitions() - (own.partitions if own is not None else 0)
+    def read(self, query: FactQuery) -> Facts:
+        """The other topics; nothing folded in (the request already holds the topic's state)."""
+        return Facts(OtherTopics(self.cluster, self.name), frozenset())
 
 
 def scan_request(
@@ -162,17 +149,19 @@ def scan_request(
 
 
 def scan_topic(
-    policy: CompiledPolicy, cluster: InMemoryCluster, line: Mapping[str, Any], principal: Principal
+    policy: CompiledPolicy, cluster: ClusterState, line: TopicLine, principal: Principal
 ) -> tuple[Any, ...]:
-    """One topic line evaluated: a row of EVALUATED."""
-    topic = TopicState.from_dict(line)
-    request = scan_request(topic, line.get("config_sources") or {}, principal)
-    decision = policy.evaluate(request, OtherTopics(cluster, topic.name))
+    """One topic line judged: a row of EVALUATED."""
+    topic = line.state
+    request = scan_request(topic, line.config_sources, principal)
+    (verdict,) = judge(policy, (request,), AsIfCreated(cluster, topic.name))
+    decision = verdict.decision
+    assert decision is not None  # a create by name is always decided
     violations = [
         {"rule": v.rule, "mode": v.mode.value, "message": v.message} for v in decision.violations
     ]
     return (
-        line["cluster_id"],
+        line.cluster_id,
         topic.name,
         topic.partitions,
         topic.replication_factor,
@@ -197,7 +186,9 @@ def _evaluator(
                 cluster = rebuilt.get(cluster_id)
                 if cluster is None:
                     cluster = rebuilt[cluster_id] = shipped_cluster(clusters.value[cluster_id])
-                rows.append(scan_topic(policy, cluster, json.loads(text), who))
+                line = parse_line(text)
+                assert isinstance(line, TopicLine)  # only topic lines are sent here
+                rows.append(scan_topic(policy, cluster, line, who))
             yield pd.DataFrame(rows, columns=EVALUATED.fieldNames())
 
     return evaluate
@@ -254,7 +245,7 @@ def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, i
                 internal=bool(row["internal"]),
             )
             topics[row["cluster_id"]].append(state)
-            internal[row["cluster_id"]] += _is_internal(state)
+            internal[row["cluster_id"]] += is_internal(state.name, state.internal)
     clusters = {
         r["cluster_id"]: InMemoryCluster.of(
             topics[r["cluster_id"]], len(r["brokers"] or ()) or 1, r["defaults"]
@@ -263,10 +254,6 @@ def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, i
         if r["kind"] == "cluster"
     }
     return clusters, {cluster_id: internal[cluster_id] for cluster_id in clusters}
-
-
-def _is_internal(topic: TopicState) -> bool:
-    return topic.internal or topic.name.startswith("__")
 
 
 def run_scan(
@@ -291,8 +278,10 @@ def run_scan(
         if not clusters:
             raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
         shipped = spark.sparkContext.broadcast({c: cluster_json(s) for c, s in clusters.items()})
-        # The same test as _is_internal, on the lines.
-        internal = F.coalesce(F.col("internal"), F.lit(False)) | F.col("name").startswith("__")
+        # policy.cluster.is_internal, on the lines.
+        internal = F.coalesce(F.col("internal"), F.lit(False)) | F.col("name").isin(
+            *INTERNAL_TOPICS
+        )
         evaluated = (
             lines.where((F.col("kind") == "topic") & ~internal)
             .select("cluster_id", "line")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -13,6 +11,15 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from policy.cluster import InMemoryCluster
 from policy.model import TopicState
+from policy.snapshot_format import (
+    ClusterLine,
+    SnapshotError,
+    TopicLine,
+    parse_line,
+    snapshot_cluster,
+)
+
+__all__ = ["SnapshotError", "check_complete", "read_clusters", "read_snapshot_lines"]
 
 KINDS = ("cluster", "topic", "end")
 
@@ -27,10 +34,6 @@ _HEAD = StructType(
         StructField("topics", LongType()),
     ]
 )
-
-
-class SnapshotError(ValueError):
-    """A snapshot that is incomplete or does not follow the format."""
 
 
 def read_snapshot_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
@@ -87,18 +90,16 @@ def read_clusters(spark: SparkSession, paths: Sequence[str]) -> dict[str, InMemo
         problems = check_complete(lines)
         if problems:
             raise SnapshotError("; ".join(problems))
-        parts: dict[str, dict[str, Any]] = defaultdict(lambda: {"topics": []})
-        for row in lines.where(F.col("kind") != "end").select("kind", "line").toLocalIterator():
-            data = json.loads(row["line"])
-            part = parts[data["cluster_id"]]
-            if row["kind"] == "cluster":
-                part["brokers"] = len(data.get("brokers") or ()) or 1
-                part["defaults"] = data.get("defaults") or {}
-            else:
-                part["topics"].append(TopicState.from_dict(data))
+        heads: dict[str, ClusterLine] = {}
+        topics: dict[str, list[TopicState]] = defaultdict(list)
+        for row in lines.where(F.col("kind") != "end").select("line").toLocalIterator():
+            line = parse_line(row["line"])
+            if isinstance(line, ClusterLine):
+                heads[str(line.cluster_id)] = line
+            elif isinstance(line, TopicLine):
+                topics[str(line.cluster_id)].append(line.state)
     finally:
         lines.unpersist()
     return {
-        cluster_id: InMemoryCluster.of(p["topics"], p.get("brokers", 1), p.get("defaults"))
-        for cluster_id, p in parts.items()
+        cluster_id: snapshot_cluster(head, topics[cluster_id]) for cluster_id, head in heads.items()
     }

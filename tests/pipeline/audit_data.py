@@ -19,12 +19,12 @@ from policy.builders import (
     delete_topic_request,
     incremental_alter_configs_request,
     reassignment_request,
-    resolve,
 )
 from policy.cluster import InMemoryCluster
+from policy.decision_log import decision_record
 from policy.engine import CompiledPolicy
+from policy.judge import ClusterFacts, judge
 from policy.model import Principal, TopicRequest, TopicState
-from proxy.audit import SCHEMA_VERSION, decision_event
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 PRINCIPALS = (
@@ -147,23 +147,28 @@ def generate_events(
     start: datetime = START,
     spacing: timedelta = timedelta(seconds=7),
 ) -> Iterator[dict[str, Any]]:
-    """`count` events as the proxy would log them: facts fetched as the policy asks, then judged."""
+    """`count` events as the proxy would log them: judged with the facts the policy asks for."""
     rng = random.Random(seed)
+    source = ClusterFacts(cluster)
     for i in range(count):
         request, kind = random_request(rng, cluster)
-        resolved = resolve(request, cluster, policy.needs(request))
-        decision = policy.evaluate(resolved, cluster)
+        (verdict,) = judge(policy, [request], source)
+        assert verdict.decision is not None  # every generated request names its topic
         api, api_key, api_version = API[kind]
-        event = decision_event(
-            resolved,
-            decision,
+        yield decision_record(
+            verdict.request,
+            verdict.decision,
+            time=_stamp(start + spacing * i),
+            decision_id=f"{seed:04x}{i:028x}",
+            policy_revision=policy.revision,
+            cluster_id="example",
+            proxy_id="proxy-1",
             conn=rng.randrange(1, 200),
-            client=resolved.principal.address,
+            client=verdict.request.principal.address,
             api=api,
             api_key=api_key,
             api_version=api_version,
         )
-        yield {"time": _stamp(start + spacing * i), "schema": SCHEMA_VERSION, **event}
 
 
 def write_events(path: Path, events: Iterable[dict[str, Any]]) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pipeline.audit_events import read_audit
+from policy.decision_log import TRACE_FIELDS
 from policy.loader import load_policy
 from tests.pipeline.audit_data import example_cluster, generate_events, write_events
 
@@ -33,7 +34,7 @@ def test_good_events_are_read_with_every_field(spark: SparkSession, tmp_path: Pa
 def test_malformed_lines_are_counted_with_a_reason(spark: SparkSession, tmp_path: Path) -> None:
     policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
     good = [json.dumps(e) for e in generate_events(policy, example_cluster(), 5)]
-    wrong_schema = json.loads(good[0]) | {"schema": 2}
+    wrong_schema = json.loads(good[0]) | {"schema": 3}
     missing = {k: v for k, v in json.loads(good[1]).items() if k != "principal"}
     lines = [
         *good,
@@ -52,9 +53,27 @@ def test_malformed_lines_are_counted_with_a_reason(spark: SparkSession, tmp_path
         [
             "not a JSON object of the audit schema",
             "not a JSON object of the audit schema",
-            "schema version 2",
+            "schema version 3",
             "missing field principal",
             "not a JSON object of the audit schema",
             "unknown decision maybe",
         ]
     )
+
+
+def test_v1_events_still_read_with_the_trace_fields_null(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    v2 = list(generate_events(policy, example_cluster(), 4))
+    v1 = [{k: v for k, v in e.items() if k not in TRACE_FIELDS} | {"schema": 1} for e in v2[:2]]
+    write_events(tmp_path / "audit.jsonl", [*v1, *v2[2:]])
+    audit = read_audit(spark, [str(tmp_path)])
+    rows = sorted(audit.events.collect(), key=lambda r: r["time"])
+    assert audit.malformed.count() == 0
+    assert [r["schema"] for r in rows] == [1, 1, 2, 2]
+    for row in rows[:2]:
+        assert all(row[name] is None for name in TRACE_FIELDS)
+    for row, event in zip(rows[2:], v2[2:], strict=True):
+        assert [row[name] for name in TRACE_FIELDS] == [event[name] for name in TRACE_FIELDS]
+        assert row["decision_id"] and row["policy_revision"].startswith("sha256:")
