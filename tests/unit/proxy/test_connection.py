@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
 import socket
 import struct
@@ -23,16 +24,26 @@ BIG_BODY = bytes(range(256)) * 4096  # 1 MiB
 
 
 def free_port() -> int:
+    """A port free now; someone may take it before it is bound again (see `started_proxy`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def listening_socket() -> socket.socket:
+    """A socket bound to a free port and kept: nobody can take the port in between."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
 
 
 class FakeBroker:
     """Answers Metadata properly, ListOffsets after a delay, anything else at once."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        self.socket = listening_socket()
+        self.port = int(self.socket.getsockname()[1])
         self.received: list[tuple[int, int]] = []
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -76,24 +87,38 @@ class FakeBroker:
         )
 
 
+async def started_proxy(fake: FakeBroker) -> ProxyServer:
+    """A proxy in front of the fake broker, on free ports (tried again if one was taken)."""
+    for _ in range(5):
+        node_port = free_port()
+        config = ProxyConfig(
+            listeners={
+                "bind_host": "127.0.0.1",
+                "advertised_host": "127.0.0.1",
+                "bootstrap_port": free_port(),
+                "broker_port_base": node_port - 1,
+            },
+            upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
+            limits={"max_frame_bytes": 4096},
+            shutdown_timeout_s=2,
+        )
+        server = ProxyServer(config)
+        try:
+            await server.start()
+        except OSError as exc:
+            await server.shutdown()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            continue
+        return server
+    raise RuntimeError("no free ports for the proxy after 5 tries")
+
+
 @pytest.fixture
 async def proxy() -> AsyncIterator[tuple[ProxyServer, FakeBroker]]:
     fake = FakeBroker()
-    broker_server = await asyncio.start_server(fake.handle, "127.0.0.1", fake.port)
-    node_port = free_port()
-    config = ProxyConfig(
-        listeners={
-            "bind_host": "127.0.0.1",
-            "advertised_host": "127.0.0.1",
-            "bootstrap_port": free_port(),
-            "broker_port_base": node_port - 1,
-        },
-        upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
-        limits={"max_frame_bytes": 4096},
-        shutdown_timeout_s=2,
-    )
-    server = ProxyServer(config)
-    await server.start()
+    broker_server = await asyncio.start_server(fake.handle, sock=fake.socket)
+    server = await started_proxy(fake)
     yield server, fake
     await server.shutdown()
     broker_server.close()

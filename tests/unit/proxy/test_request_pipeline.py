@@ -1,0 +1,255 @@
+"""The request pipeline without a socket: bytes and events in, actions out, in order."""
+
+from __future__ import annotations
+
+import inspect
+import struct
+from collections.abc import Callable, Generator
+from typing import Any
+
+from codec.header import response_header
+from codec.registry import request_class
+from proxy.filter import (
+    Answer,
+    Close,
+    Filter,
+    Forward,
+    RequestContext,
+    Verdict,
+    WithPrincipal,
+)
+from proxy.filter_chain import FilterChain
+from proxy.framing import framed
+from proxy.request_pipeline import (
+    Action,
+    AwaitDecision,
+    AwaitResponse,
+    CloseConnection,
+    RequestPipeline,
+    ResumeReading,
+    SendToBroker,
+    SendToClient,
+    StopReading,
+)
+from tests.messages import build
+from tests.unit.proxy.contexts import request_frame
+
+LIST_OFFSETS, FETCH, CREATE_TOPICS, SASL_AUTHENTICATE = 2, 1, 19, 36
+
+
+class Pending:
+    """A decision still to come: the test feeds it back with `decided`."""
+
+    def __await__(self) -> Generator[Any, None, Verdict]:
+        raise AssertionError("the pipeline never awaits")
+
+
+class Scripted(Filter):
+    """Handles one API key as the test says; records what it saw."""
+
+    def __init__(self, api_key: int, decide: Callable[[RequestContext], Any]) -> None:
+        self.api_keys = frozenset({api_key})
+        self._decide = decide
+        self.seen: list[RequestContext] = []
+        self.closed: list[int] = []
+
+    def on_request(self, ctx: RequestContext) -> Any:
+        self.seen.append(ctx)
+        return self._decide(ctx)
+
+    def on_close(self, connection_id: int) -> None:
+        self.closed.append(connection_id)
+
+
+def pipeline(*filters: Filter, connected: bool = True) -> RequestPipeline:
+    p = RequestPipeline(
+        FilterChain(filters),
+        connection_id=7,
+        listener="bootstrap",
+        client_address="10.0.0.7:50000",
+        principal="User:ANONYMOUS",
+        max_frame_bytes=4096,
+    )
+    if connected:
+        assert p.broker_connected() == []
+    return p
+
+
+def request(api_key: int, correlation_id: int) -> bytes:
+    version = {LIST_OFFSETS: 5, FETCH: 12, CREATE_TOPICS: 7, SASL_AUTHENTICATE: 2}[api_key]
+    return request_frame(api_key, version, correlation_id=correlation_id)
+
+
+def response(api_key: int, correlation_id: int, body: bytes = b"ok") -> bytes:
+    version = {LIST_OFFSETS: 5, FETCH: 12, CREATE_TOPICS: 7, SASL_AUTHENTICATE: 2}[api_key]
+    return framed(response_header(correlation_id, api_key, version), body)
+
+
+def to_broker(actions: list[Action]) -> bytes:
+    return b"".join(bytes(d) for a in actions if isinstance(a, SendToBroker) for d in a.data)
+
+
+def to_client(actions: list[Action]) -> bytes:
+    return b"".join(bytes(d) for a in actions if isinstance(a, SendToClient) for d in a.data)
+
+
+def correlation_ids(stream: bytes) -> list[int]:
+    ids, pos = [], 0
+    while pos < len(stream):
+        size, correlation_id = struct.unpack_from(">ii", stream, pos)
+        ids.append(correlation_id)
+        pos += 4 + size
+    return ids
+
+
+def test_pipelined_allowed_and_denied_requests_are_answered_in_order() -> None:
+    deny = Scripted(CREATE_TOPICS, lambda ctx: Answer(b"denied"))
+    p = pipeline(deny)
+    actions = p.client_data(
+        request(LIST_OFFSETS, 1) + request(CREATE_TOPICS, 2) + request(LIST_OFFSETS, 3)
+    )
+    # The denied request never reaches the broker; its reply waits behind response 1.
+    assert to_broker(actions) == request(LIST_OFFSETS, 1) + request(LIST_OFFSETS, 3)
+    assert to_client(actions) == b""
+    out = to_client(p.broker_data(response(LIST_OFFSETS, 1) + response(LIST_OFFSETS, 3)))
+    assert correlation_ids(out) == [1, 2, 3]
+    assert out == (
+        response(LIST_OFFSETS, 1)
+        + framed(response_header(2, CREATE_TOPICS, 7), b"denied")
+        + response(LIST_OFFSETS, 3)
+    )
+
+
+def test_later_requests_wait_while_a_decision_is_pending() -> None:
+    pending = Pending()
+    slow = Scripted(CREATE_TOPICS, lambda ctx: pending)
+    p = pipeline(slow)
+    actions = p.client_data(request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
+    assert to_broker(actions) == b""
+    [stop, wait] = actions
+    assert isinstance(stop, StopReading)
+    assert isinstance(wait, AwaitDecision) and wait.ctx.correlation_id == 1
+    assert inspect.iscoroutine(wait.pending)
+    wait.pending.close()  # the chain's wrapper around `pending`; the test decides instead
+    # More bytes from the same client wait too.
+    assert p.client_data(request(LIST_OFFSETS, 3)) == []
+    actions = p.decided(wait.ctx, Forward())
+    assert to_broker(actions) == (
+        request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2) + request(LIST_OFFSETS, 3)
+    )
+    assert isinstance(actions[-1], ResumeReading)
+
+
+def test_requests_before_the_broker_is_connected_are_held_in_order() -> None:
+    p = pipeline(connected=False)
+    assert p.client_data(request(LIST_OFFSETS, 1) + request(LIST_OFFSETS, 2)) == []
+    assert to_broker(p.broker_connected()) == request(LIST_OFFSETS, 1) + request(LIST_OFFSETS, 2)
+
+
+def test_acks_zero_produce_is_forwarded_and_no_response_expected() -> None:
+    p = pipeline()
+    produce = build(request_class(0, 9), transactional_id=None, acks=0, timeout=100, topic_data=())
+    frames = b"".join(request_frame(0, 9, produce, correlation_id=i) for i in (1, 2))
+    actions = p.client_data(frames + request(LIST_OFFSETS, 3))
+    assert to_broker(actions) == frames + request(LIST_OFFSETS, 3)
+    # The next response the broker sends is for request 3, not for a Produce.
+    assert to_client(p.broker_data(response(LIST_OFFSETS, 3))) == response(LIST_OFFSETS, 3)
+
+
+def test_a_client_closing_in_the_middle_of_a_frame() -> None:
+    watcher = Scripted(CREATE_TOPICS, lambda ctx: Forward())
+    p = pipeline(watcher)
+    whole = request(CREATE_TOPICS, 1)
+    assert p.client_data(whole[:9]) == []
+    assert p.pending_bytes == 9
+    p.connection_lost()
+    assert p.client_data(whole[9:]) == []
+    assert watcher.seen == []
+    assert watcher.closed == [7]
+
+
+def test_a_streamed_large_response_keeps_a_queued_reply_behind_it() -> None:
+    answer = Scripted(CREATE_TOPICS, lambda ctx: Answer(b"reply"))
+    p = pipeline(answer)
+    p.client_data(request(FETCH, 1) + request(CREATE_TOPICS, 2))
+    big = response(FETCH, 1, bytes(range(256)) * 64)
+    first, middle, last = big[:1000], big[1000:9000], big[9000:]
+    # The first piece starts a response that needs no hook: it goes through as it arrives.
+    assert to_client(p.broker_data(first)) == first
+    assert to_client(p.broker_data(middle)) == middle
+    # The reply is queued behind the stream and goes right after its last byte.
+    reply = framed(response_header(2, CREATE_TOPICS, 7), b"reply")
+    assert to_client(p.broker_data(last)) == last + reply
+
+
+def test_a_closed_connection_evaluates_nothing_more_from_the_same_read() -> None:
+    watcher = Scripted(CREATE_TOPICS, lambda ctx: Forward())
+    p = pipeline(watcher)
+    malformed = framed(b"\x00\x03")
+    actions = p.client_data(malformed + request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
+    assert actions == [CloseConnection("malformed request header", actions[0].details)]  # type: ignore[union-attr]
+    assert watcher.seen == []
+    assert p.client_data(request(CREATE_TOPICS, 3)) == []
+    assert watcher.seen == []
+
+
+def test_a_close_verdict_stops_the_rest_of_the_read() -> None:
+    refuse = Scripted(CREATE_TOPICS, lambda ctx: Close("refused", "no"))
+    p = pipeline(refuse)
+    actions = p.client_data(
+        request(LIST_OFFSETS, 1) + request(CREATE_TOPICS, 2) + request(CREATE_TOPICS, 3)
+    )
+    assert to_broker(actions) == request(LIST_OFFSETS, 1)
+    assert [a for a in actions if isinstance(a, CloseConnection)] == [
+        CloseConnection("refused", {"detail": "no"})
+    ]
+    assert [ctx.correlation_id for ctx in refuse.seen] == [2]
+
+
+def test_a_principal_a_hook_hands_back_applies_to_later_requests() -> None:
+    def learn(ctx: RequestContext) -> Forward:
+        return Forward(lambda body: WithPrincipal(body, "User:alice"))
+
+    sasl = Scripted(SASL_AUTHENTICATE, learn)
+    p = pipeline(sasl)
+    p.client_data(request(SASL_AUTHENTICATE, 1))
+    assert to_client(p.broker_data(response(SASL_AUTHENTICATE, 1, b"\x00"))) == response(
+        SASL_AUTHENTICATE, 1, b"\x00"
+    )
+    p.client_data(request(SASL_AUTHENTICATE, 2))
+    assert [ctx.principal for ctx in sasl.seen] == ["User:ANONYMOUS", "User:alice"]
+
+
+def test_an_asynchronous_hook_holds_later_responses_until_it_is_ready() -> None:
+    pending = Pending()
+    hooked = Scripted(CREATE_TOPICS, lambda ctx: Forward(lambda body: pending))
+    p = pipeline(hooked)
+    p.client_data(request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
+    actions = p.broker_data(response(CREATE_TOPICS, 1, b"\x00raw") + response(LIST_OFFSETS, 2))
+    [wait] = actions
+    assert isinstance(wait, AwaitResponse) and wait.pending is pending
+    out = to_client(p.response_ready(wait.owed, b"\x00new"))
+    assert out == response(CREATE_TOPICS, 1, b"\x00new") + response(LIST_OFFSETS, 2)
+
+
+def test_a_response_out_of_order_closes_the_connection() -> None:
+    p = pipeline()
+    p.client_data(request(LIST_OFFSETS, 1))
+    [close] = p.broker_data(response(LIST_OFFSETS, 9))
+    assert isinstance(close, CloseConnection) and close.reason == "broker response out of order"
+
+
+def test_draining_closes_once_every_response_owed_is_written() -> None:
+    p = pipeline()
+    p.client_data(request(LIST_OFFSETS, 1))
+    assert p.drain() == []
+    actions = p.broker_data(response(LIST_OFFSETS, 1))
+    assert to_client(actions) == response(LIST_OFFSETS, 1)
+    assert actions[-1] == CloseConnection(None)
+
+
+def test_an_oversized_frame_is_refused_before_it_is_buffered() -> None:
+    p = pipeline()
+    [close] = p.client_data(struct.pack(">i", 4097))
+    assert isinstance(close, CloseConnection) and close.reason == "bad frame size"
+    assert p.pending_bytes == 0
