@@ -55,7 +55,7 @@ from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
 from policy.cluster import InMemoryCluster
 from policy.decision_log import PASSED, Outcome, outcome
 from policy.engine import CompiledPolicy
-from policy.judge import CLUSTER_STATE_RULE, judge
+from policy.judge import CLUSTER_STATE_RULE, FactsNotRecorded, Judgement
 from policy.model import (
     Action,
     AlterKind,
@@ -196,10 +196,17 @@ class Replayer:
             if text is None:
                 raise ValueError("the event has no request")
             request = self._parser.parse(text)
-            (verdict,) = judge(self.policy, (request,), RecordedFacts(request, self.cluster))
+            judgement = Judgement(self.policy, (request,))
+            try:
+                facts = RecordedFacts(request, self.cluster).read(judgement.query)
+            except FactsNotRecorded as exc:
+                return (UNKNOWN, _NONE, _NONE, _NONE, str(exc))
+            (verdict,) = judgement.decide(facts)
             if verdict.decision is None:
                 return (UNKNOWN, _NONE, _NONE, _NONE, verdict.reason)
-            reason = None if self.cluster is None else self._reason(request, verdict.decision)
+            reason = None
+            if self.cluster is not None:
+                reason = self._reason(request, judgement.query.facts, verdict.decision)
             return _row(verdict.decision, reason)
         except Exception as exc:
             return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
@@ -224,12 +231,14 @@ class Replayer:
             [pa.array(c, f.type) for c, f in zip(columns, RESULT, strict=True)], fields=list(RESULT)
         )
 
-    def _reason(self, request: TopicRequest, decision: Decision) -> str | None:
+    def _reason(
+        self, request: TopicRequest, needs: frozenset[Fact], decision: Decision
+    ) -> str | None:
         """Which facts the snapshot supplied, if any."""
         violations = decision.violations
         if violations and violations[0].rule == CLUSTER_STATE_RULE:
             return "the topic is not in the snapshot"
-        missing = missing_facts(request, self.policy.needs(request))
+        missing = missing_facts(request, needs) if needs else needs
         if not missing:
             return None
         reason = self._reasons.get(missing)

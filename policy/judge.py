@@ -88,16 +88,17 @@ class Verdict:
 class Judgement:
     """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
 
-    __slots__ = ("_policy", "_requests", "query")
+    __slots__ = ("_needs", "_policy", "_requests", "query")
 
     def __init__(self, policy: CompiledPolicy, requests: Sequence[TopicRequest]) -> None:
         self._policy = policy
         self._requests = tuple(requests)
+        # Kept for `decide`: a request nothing is folded into needs what it needed here.
+        self._needs = tuple(policy.needs(request) for request in self._requests)
         facts: set[Fact] = set()
         names: set[str] = set()
         ids: set[str] = set()
-        for request in self._requests:
-            needed = policy.needs(request)
+        for request, needed in zip(self._requests, self._needs, strict=True):
             if not request.name:
                 needed |= {Fact.TOPIC_STATE}  # a delete by topic id needs the topic's name
             facts |= needed
@@ -112,7 +113,7 @@ class Judgement:
         """Fold the facts into each request and evaluate it."""
         policy, cluster, wanted = self._policy, facts.cluster, facts.resolve
         verdicts = []
-        for request in self._requests:
+        for request, needed in zip(self._requests, self._needs, strict=True):
             resolved = resolve(request, cluster, wanted) if wanted else request
             if not resolved.name:
                 verdicts.append(
@@ -121,7 +122,7 @@ class Judgement:
             elif (
                 resolved.current is None
                 and resolved.action is not Action.CREATE
-                and Fact.TOPIC_STATE in policy.needs(resolved)
+                and Fact.TOPIC_STATE in (policy.needs(resolved) if wanted else needed)
             ):
                 message = (
                     f"[{CLUSTER_STATE_RULE}] topic {resolved.name!r} is not in the cluster "
