@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 from codec.header import peek_request_header, request_header
 from codec.registry import encode
 from proxy.filter import RequestContext
 from proxy.framing import framed
-
-T = TypeVar("T")
 
 
 def request_frame(
@@ -44,6 +41,6 @@ def context_of(
     return RequestContext(connection_id, "bootstrap", "10.0.0.7:50000", principal, header, frame)
 
 
-async def settle(result: T | Awaitable[T]) -> T:
+async def settle(result: Any) -> Any:
     """The value of a filter's or hook's result, awaited if it is asynchronous."""
-    return await result if inspect.isawaitable(result) else result  # type: ignore[return-value]
+    return await result if inspect.isawaitable(result) else result

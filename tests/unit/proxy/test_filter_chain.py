@@ -71,7 +71,7 @@ async def test_filters_run_in_order_and_their_hooks_in_reverse() -> None:
     chain = FilterChain([Step(b"A", log), Step(b"B", log, later=True), Step(b"C", log)])
     ctx = context(METADATA, 12)
     verdict: Any = await settle(chain.on_request(ctx))
-    assert isinstance(verdict, ForwardModified)
+    assert isinstance(verdict, ForwardModified) and verdict.hook is not None
     assert verdict.frame == ctx.frame + b"ABC"
     assert await settle(verdict.hook(b"")) == b"CBA"
     assert log == ["request A", "request B", "request C", "response C", "response B", "response A"]

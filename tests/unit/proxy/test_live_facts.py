@@ -7,7 +7,7 @@ from collections.abc import Collection
 from policy.builders import incremental_alter_configs_request
 from policy.cluster import InMemoryCluster
 from policy.loader import load_policy
-from policy.model import Fact, Principal, TopicState
+from policy.model import ConfigMap, Fact, Principal, TopicState
 from proxy.cluster_state import ClusterStateUnavailable
 from proxy.live_facts import LiveFacts
 
@@ -66,8 +66,11 @@ async def test_missing_current_state_denies_when_rules_need_it() -> None:
 
 async def test_known_current_state_is_judged_by_the_rules() -> None:
     current = TopicState(
-        name="orders.v1", partitions=3, replication_factor=1, configs={"cleanup.policy": "delete"}
-    )  # type: ignore[arg-type]
+        name="orders.v1",
+        partitions=3,
+        replication_factor=1,
+        configs=ConfigMap({"cleanup.policy": "delete"}),
+    )
     request = incremental_alter_configs_request(
         "orders.v1", [("cleanup.policy", "SET", "compact")], principal=ALICE
     )

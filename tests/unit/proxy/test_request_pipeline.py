@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import struct
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, cast
 
 from codec.header import response_header
 from codec.registry import request_class
@@ -222,12 +222,12 @@ def test_a_principal_a_hook_hands_back_applies_to_later_requests() -> None:
 
 def test_an_asynchronous_hook_holds_later_responses_until_it_is_ready() -> None:
     pending = Pending()
-    hooked = Scripted(CREATE_TOPICS, lambda ctx: Forward(lambda body: pending))
+    hooked = Scripted(CREATE_TOPICS, lambda ctx: Forward(lambda body: cast(Any, pending)))
     p = pipeline(hooked)
     p.client_data(request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
     actions = p.broker_data(response(CREATE_TOPICS, 1, b"\x00raw") + response(LIST_OFFSETS, 2))
     [wait] = actions
-    assert isinstance(wait, AwaitResponse) and wait.pending is pending
+    assert isinstance(wait, AwaitResponse) and wait.pending is cast(Any, pending)
     out = to_client(p.response_ready(wait.owed, b"\x00new"))
     assert out == response(CREATE_TOPICS, 1, b"\x00new") + response(LIST_OFFSETS, 2)
 

@@ -48,9 +48,10 @@ async def guard(
     reader: FakeReader, records: Records, request: Any, policy: CompiledPolicy | None = POLICY
 ) -> Verdict:
     ctx = context(3, 12, request)
-    return await settle(
+    verdict: Verdict = await settle(
         AutoCreateGuardFilter(lambda: policy, live_facts(reader), records.recorder).on_request(ctx)
     )
+    return verdict
 
 
 def auto_create(verdict: ForwardModified) -> bool:

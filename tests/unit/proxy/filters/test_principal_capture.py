@@ -34,7 +34,10 @@ async def authenticate(
     verdict = capture.on_request(context(36, 2, request, connection_id=conn))
     assert isinstance(verdict, Forward) and verdict.hook is not None
     response = auth_v2.SaslAuthenticateResponse(
-        error_code=error, error_message=None, auth_bytes=b"", session_lifetime=timedelta(0)
+        error_code=error,
+        error_message=None,
+        auth_bytes=b"",
+        session_lifetime=timedelta(0),
     )
     return await settle(verdict.hook(encode(response)))
 
