@@ -15,12 +15,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.report import UNNAMED, run_report
-from policy.builders import create_request, resolve
+from policy.builders import create_request
 from policy.cluster import InMemoryCluster
+from policy.decision_log import decision_record
 from policy.engine import CompiledPolicy
+from policy.judge import ClusterFacts, judge
 from policy.loader import load_policy
 from policy.model import Principal
-from proxy.audit import decision_event
 from tests.pipeline.audit_data import example_cluster, generate_events, write_events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,18 +46,24 @@ def _tiny_segments(
         principal = Principal(("User:carol", "User:bob")[i % 2], "client-1", "10.0.0.7:5000")
         configs = [("segment.bytes", str(1 << 20)), ("segment.ms", "60000")]
         request = create_request(f"orders.tiny-{i}", 6, 3, configs=configs, principal=principal)
-        resolved = resolve(request, cluster, policy.needs(request))
-        event = decision_event(
-            resolved,
-            policy.evaluate(resolved, cluster),
-            conn=1,
-            client=principal.address,
-            api="CreateTopics",
-            api_key=19,
-            api_version=7,
+        (verdict,) = judge(policy, [request], ClusterFacts(cluster))
+        assert verdict.decision is not None
+        events.append(
+            decision_record(
+                verdict.request,
+                verdict.decision,
+                time=(start + timedelta(minutes=13 * i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                decision_id=f"tiny-{i}",
+                policy_revision=policy.revision,
+                cluster_id=None,
+                proxy_id="proxy-1",
+                conn=1,
+                client=principal.address,
+                api="CreateTopics",
+                api_key=19,
+                api_version=7,
+            )
         )
-        stamp = (start + timedelta(minutes=13 * i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        events.append({"time": stamp, "schema": 1, **event})
     return events
 
 
@@ -104,7 +111,7 @@ def run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run:
     bad = [
         "not json",
         good[0][:-7],  # a line cut short
-        json.dumps(json.loads(good[1]) | {"schema": 2}),
+        json.dumps(json.loads(good[1]) | {"schema": 3}),
         json.dumps({k: v for k, v in json.loads(good[2]).items() if k != "principal"}),
         json.dumps({k: v for k, v in json.loads(good[3]).items() if k != "principal"}),
     ]
@@ -252,7 +259,7 @@ def test_would_deny_counts_audit_rules(spark: SparkSession, run: Run) -> None:
 def test_malformed_lines_are_counted_by_file_and_reason(spark: SparkSession, run: Run) -> None:
     expected = {
         "not a JSON object of the audit schema": 2,
-        "schema version 2": 1,
+        "schema version 3": 1,
         "missing field principal": 2,
     }
     rows = _table(spark, run.out, "malformed")
