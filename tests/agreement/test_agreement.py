@@ -1,8 +1,9 @@
 """One judge: every offline entry point decides each request as `policy.judge` does.
 
-The reference drives the judge as the proxy does; `policy eval`, the replay (from recorded
-events with a snapshot, and from the events alone) and the scan must give the same decision
-and the same violated rules, in order, for every request they judge.
+The reference drives the judge as the proxy does; the proxy itself (wire frames through its
+filter chain), `policy eval`, the replay (from recorded events with a snapshot, and from the
+events alone) and the scan must give the same decision and the same violated rules, in order,
+for every request they judge.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import pytest
 
 from tests.agreement.corpus import corpus_cluster, corpus_policy, generate
 from tests.agreement.entry_points import Outcomes, Setting, outcomes_by_entry_point
+from tests.agreement.proxy_leg import proxy
 
 CORPUS = 10_000
 
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, Outcomes]:
-    return outcomes_by_entry_point(Setting(corpus_policy(), corpus_cluster(), generate(CORPUS)))
+    setting = Setting(corpus_policy(), corpus_cluster(), generate(CORPUS))
+    return {**outcomes_by_entry_point(setting), "proxy": proxy(setting)}
 
 
 def test_the_corpus_exercises_what_copies_used_to_disagree_on(
@@ -44,7 +47,7 @@ def test_the_corpus_exercises_what_copies_used_to_disagree_on(
         assert rules[rule] > 10, (rule, rules)
 
 
-@pytest.mark.parametrize("entry_point", ["policy eval", "replay", "scan"])
+@pytest.mark.parametrize("entry_point", ["proxy", "policy eval", "replay", "scan"])
 def test_every_entry_point_agrees_with_the_judge(
     outcomes: dict[str, Outcomes], entry_point: str
 ) -> None:
@@ -59,7 +62,9 @@ def test_eval_and_replay_judge_every_request_the_judge_does(
     outcomes: dict[str, Outcomes],
 ) -> None:
     reference = outcomes["reference"]
-    assert outcomes["policy eval"].keys() == {k for k in reference if isinstance(k, int)}
+    requests = {k for k in reference if isinstance(k, int)}
+    assert outcomes["proxy"].keys() == requests
+    assert outcomes["policy eval"].keys() == requests
     decided = {k for k, (_, decision, _) in reference.items() if decision and isinstance(k, int)}
     assert outcomes["replay"].keys() == decided
 
