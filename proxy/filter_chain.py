@@ -64,12 +64,10 @@ class FilterChain:
                 return _refusal(exc)
             if not isinstance(verdict, VERDICT_TYPES):
                 return self._resume(ctx, filters[i + 1 :], original, hooks, verdict)
-            if isinstance(verdict, Answer | Close):
-                return verdict
-            if verdict.hook is not None:
-                hooks.append(verdict.hook)
-            if isinstance(verdict, ForwardModified):
-                ctx = replace(ctx, frame=verdict.frame)
+            step = _absorb(ctx, verdict, hooks)
+            if not isinstance(step, RequestContext):
+                return step
+            ctx = step
         hook = compose(hooks)
         return Forward(hook) if ctx.frame is original else ForwardModified(ctx.frame, hook)
 
@@ -85,14 +83,22 @@ class FilterChain:
             verdict = await pending
         except Exception as exc:
             return _refusal(exc)
-        if isinstance(verdict, Answer | Close):
-            return verdict
-        if verdict.hook is not None:
-            hooks.append(verdict.hook)
-        if isinstance(verdict, ForwardModified):
-            ctx = replace(ctx, frame=verdict.frame)
-        result = self._run(ctx, rest, original, hooks)
+        step = _absorb(ctx, verdict, hooks)
+        if not isinstance(step, RequestContext):
+            return step
+        result = self._run(step, rest, original, hooks)
         return await result if inspect.isawaitable(result) else result
+
+
+def _absorb(
+    ctx: RequestContext, verdict: Verdict, hooks: list[ResponseHook]
+) -> RequestContext | Answer | Close:
+    """Fold a forwarding verdict into the context and the hooks; an answer or close ends it."""
+    if isinstance(verdict, Answer | Close):
+        return verdict
+    if verdict.hook is not None:
+        hooks.append(verdict.hook)
+    return replace(ctx, frame=verdict.frame) if isinstance(verdict, ForwardModified) else ctx
 
 
 def compose(hooks: Sequence[ResponseHook]) -> ResponseHook | None:
