@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+# The real cluster and proxies, shared by tests/integration/ and tests/security/.
+pytest_plugins = ["tests.integration.cluster_fixtures"]
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

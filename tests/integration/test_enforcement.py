@@ -474,7 +474,7 @@ def test_policy_reload_while_clients_are_connected(
 @pytest.fixture(scope="module")
 def sasl_proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     """An enforcing proxy in front of the brokers' SCRAM listener (SASL passes through)."""
-    from tests.integration.conftest import TEST_POLICY
+    from tests.integration.cluster_fixtures import TEST_POLICY
 
     workdir = tmp_path_factory.mktemp("sasl")
     process = ProxyProcess(

@@ -1,4 +1,8 @@
-"""Integration fixtures: one real KRaft cluster and one proxy process per test session."""
+"""Integration fixtures: one real KRaft cluster and one proxy process per test session.
+
+A plugin (registered in tests/conftest.py), so that tests/integration/ and tests/security/
+share one cluster in one run instead of each starting its own on the same ports.
+"""
 
 from __future__ import annotations
 
