@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from policy.configs import ConfigType, config_type, parse_bound
 from policy.decision_log import policy_revision
 from policy.engine import CompiledPolicy
+from policy.model import Mode
 from policy.plugins import PluginLoadError
 from policy.rules import PolicyDocument, Rule
 
@@ -155,7 +156,8 @@ def line_of(node: yaml.Node | None, path: Path) -> int | None:
 
 
 def _semantic_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
-    """What pydantic cannot see: duplicate names, typed config bounds, empty rules."""
+    """What pydantic cannot see: duplicate names, typed config bounds, empty rules and
+    policies that enforce nothing."""
     problems: list[tuple[Path, str]] = []
     seen: dict[str, Path] = {}
     named: list[tuple[Path, str]] = [(("rules", i), r.name) for i, r in enumerate(document.rules)]
@@ -172,7 +174,40 @@ def _semantic_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
             seen[rule_name] = where
     for index, rule in enumerate(document.rules):
         problems += _rule_problems(("rules", index), rule)
-    return problems
+    return problems + _enforcement_problems(document)
+
+
+def _enforcement_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
+    """A policy that denies nothing must say so: a typo must not disarm the proxy."""
+    enforcing: list[Path] = []
+    if not document.dry_run:
+        enforcing += [("rules", i) for i, r in enumerate(document.rules) if r.mode is Mode.ENFORCE]
+        enforcing += [
+            ("plugins", i) for i, p in enumerate(document.plugins) if p.mode is Mode.ENFORCE
+        ]
+    if document.enforce == "nothing" and enforcing:
+        return [
+            (
+                ("enforce",),
+                f"`enforce: nothing` says this policy denies nothing, but "
+                f"{format_path(enforcing[0])} enforces; remove the key",
+            )
+        ]
+    if document.enforce is None and not enforcing:
+        if document.dry_run:
+            why = "dry_run: true puts every rule in audit mode"
+        elif document.rules or document.plugins:
+            why = "every rule and plugin is in audit mode"
+        else:
+            why = "it has no rules and no plugins"
+        return [
+            (
+                (),
+                f"this policy enforces nothing ({why}); if that is intended, "
+                "set `enforce: nothing` at the top level",
+            )
+        ]
+    return []
 
 
 def _rule_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:

@@ -114,7 +114,8 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
         document = policy.document
         print(
             f"{args.file}: OK ({len(document.rules)} rules, {len(document.plugins)} plugins"
-            f"{', dry run' if document.dry_run else ''})",
+            f"{', dry run' if document.dry_run else ''}"
+            f"{', enforces nothing' if document.enforce == 'nothing' else ''})",
             file=out,
         )
     finally:

@@ -36,6 +36,22 @@ def test_check_refuses_a_bad_file_with_exit_2(
     assert run(capsys, "check", str(tmp_path / "missing.yaml"))[0] == 2
 
 
+@pytest.mark.parametrize(
+    "text", ["", "version: 1\nrules: []\n", "dry_run: true\nrules: [{name: a, deny: true}]\n"]
+)
+def test_check_refuses_a_policy_that_enforces_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    code, out, err = run(capsys, "check", str(path))
+    assert (code, out) == (2, "")
+    assert "enforces nothing" in err and "set `enforce: nothing` at the top level" in err
+    path.write_text("enforce: nothing\n" + text)
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 0 and "enforces nothing)" in out
+
+
 def test_eval_exit_code_and_messages(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
         capsys,

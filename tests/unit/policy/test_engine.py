@@ -355,7 +355,9 @@ def test_all_violations_in_declaration_order_and_audit_mode() -> None:
 
 
 def test_dry_run_puts_every_rule_in_audit_mode() -> None:
-    policy = compile_rules({"name": "max", "partitions": {"max": 4}}, dry_run=True)
+    policy = compile_rules(
+        {"name": "max", "partitions": {"max": 4}}, dry_run=True, enforce="nothing"
+    )
     decision = decide(policy, create(partitions=8), cluster())
     assert decision.allowed
     assert decision.mode is Mode.AUDIT

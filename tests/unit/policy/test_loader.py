@@ -159,8 +159,45 @@ def test_error_message_lists_every_problem() -> None:
     )
 
 
-def test_empty_policy_allows_everything() -> None:
-    assert load_policy("", "empty.yaml").rule_names == ()
+ENFORCES_NOTHING = "set `enforce: nothing` at the top level"
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ("", "it has no rules and no plugins"),
+        ("version: 1\n", "it has no rules and no plugins"),
+        ("rules: []\nplugins: []\n", "it has no rules and no plugins"),
+        ("rules:\n  - {name: a, deny: true, mode: audit}\n", "every rule and plugin is in audit"),
+        (
+            "plugins:\n  - {name: p, class: x.Y, mode: audit}\n",
+            "every rule and plugin is in audit",
+        ),
+        ("dry_run: true\nrules:\n  - {name: a, deny: true}\n", "dry_run: true puts every"),
+    ],
+)
+def test_a_policy_that_enforces_nothing_is_refused(source: str, why: str) -> None:
+    [(where, reason, _)] = problems(source)
+    assert where == "(top level)"
+    assert why in reason and ENFORCES_NOTHING in reason
+
+
+def test_enforce_nothing_admits_such_a_policy_and_must_be_true() -> None:
+    assert load_policy("enforce: nothing\n", "empty.yaml").rule_names == ()
+    audit = "enforce: nothing\nrules:\n  - {name: a, deny: true, mode: audit}\n"
+    assert load_policy(audit, "audit.yaml").rule_names == ("a",)
+    dry = "enforce: nothing\ndry_run: true\nrules:\n  - {name: a, deny: true}\n"
+    assert load_policy(dry, "dry.yaml").dry_run
+    enforcing = audit + "  - {name: b, deny: true}\n"
+    assert problems(enforcing) == [
+        (
+            "enforce",
+            "`enforce: nothing` says this policy denies nothing, but rules[1] enforces; "
+            "remove the key",
+            1,
+        )
+    ]
+    assert problems("enforce: everything\nrules:\n  - {name: a, deny: true}\n")[0][0] == ("enforce")
 
 
 def test_json_schema_describes_rules_and_refuses_unknown_keys() -> None:

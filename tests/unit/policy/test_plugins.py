@@ -57,7 +57,10 @@ def test_a_failing_plugin_denies_and_logs_the_traceback(caplog: pytest.LogCaptur
 
 def test_a_failing_audit_plugin_only_records() -> None:
     policy = load_policy(
-        {"plugins": [{"name": "broken", "class": f"{HERE}.Broken", "mode": "audit"}]}
+        {
+            "enforce": "nothing",
+            "plugins": [{"name": "broken", "class": f"{HERE}.Broken", "mode": "audit"}],
+        }
     )
     decision = decide(policy, create("orders"), cluster())
     assert decision.allowed
