@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from policy.batch import BatchCluster, collision_key
 from policy.cluster import ClusterState
 from policy.configs import (
     ConfigType,
@@ -111,13 +112,12 @@ def _name_pattern(pattern: re.Pattern[str], rule: Rule) -> Check:
     return Check(frozenset({CREATE}), check)
 
 
-def collision_key(name: str) -> str:
-    """The metric-name form of a topic name: Kafka maps '.' to '_' there."""
-    return name.replace(".", "_")
-
-
 class _CollisionIndex:
-    """collision key -> names, rebuilt only when the cluster's names are not already indexed."""
+    """collision key -> names, rebuilt only when the cluster's names are not already indexed.
+
+    Also denies a new name that collides with one requested before it in the same batch
+    (`policy.batch`), so the proxy and `policy eval` refuse `a.b` with `a_b` in one request.
+    """
 
     def __init__(self) -> None:
         # The name set last handed out, the names indexed, the index.
@@ -147,6 +147,14 @@ class _CollisionIndex:
                 return (
                     f"topic {name!r} collides with existing topic {existing!r}: "
                     "'.' and '_' map to the same metric name"
+                )
+        if isinstance(cluster, BatchCluster):
+            earlier = cluster.earlier_collision(name)
+            if earlier is not None:
+                return (
+                    f"topic {name!r} collides with topic {earlier!r}, requested before it in the "
+                    "same request: '.' and '_' map to the same metric name; only the first of "
+                    "them may be created"
                 )
         return None
 

@@ -14,7 +14,8 @@ This is the only place that knows:
 - that a non-create whose current state the rules need, but the facts lack, is denied under
   the `cluster-state` rule (judging without it could let a change through);
 - that facts which cannot be read deny every topic (fail closed);
-- that facts an offline source never recorded leave the topic undecided, with the reason.
+- that facts an offline source never recorded leave the topic undecided, with the reason;
+- that the creates of one batch see each other's names (`policy.batch`: name collisions).
 Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from policy.batch import with_new_names
 from policy.builders import resolve
 from policy.cluster import ClusterState, InMemoryCluster
 from policy.engine import CompiledPolicy
@@ -112,6 +114,8 @@ class Judgement:
     def decide(self, facts: Facts) -> list[Verdict]:
         """Fold the facts into each request and evaluate it."""
         policy, cluster, wanted = self._policy, facts.cluster, facts.resolve
+        # The rules see the batch's other new names (a name collision inside the request).
+        judged = with_new_names(cluster, self._requests)
         verdicts = []
         for request, needed in zip(self._requests, self._needs, strict=True):
             resolved = resolve(request, cluster, wanted) if wanted else request
@@ -130,7 +134,7 @@ class Judgement:
                 )
                 verdicts.append(_denied(resolved, message))
             else:
-                verdicts.append(Verdict(resolved, policy.evaluate(resolved, cluster)))
+                verdicts.append(Verdict(resolved, policy.evaluate(resolved, judged)))
         return verdicts
 
     def unavailable(self, reason: str) -> list[Verdict]:
