@@ -198,10 +198,10 @@ def main() -> None:
         p = rows[name]
         print(
             f"| {name}/direct | {p['produce_rps'] / d['produce_rps']:.2f} | | "
-            f"{p['consume_rps'] / d['consume_rps']:.2f} | | +{p['p50_ms'] - d['p50_ms']:.2f} | "
-            f"+{p['p99_ms'] - d['p99_ms']:.2f} |"
+            f"{p['consume_rps'] / d['consume_rps']:.2f} | | {p['p50_ms'] - d['p50_ms']:+.2f} | "
+            f"{p['p99_ms'] - d['p99_ms']:+.2f} |"
         )
-    print(json.dumps({"args": vars(args), "raw": results}), file=sys.stderr)
+    print(json.dumps({"args": vars(args), "raw": results}, default=str), file=sys.stderr)
 
 
 if __name__ == "__main__":
