@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,12 @@ def produce_latency(bootstrap: str, topic: str, samples: int) -> list[float]:
     return latencies
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def baseline_proxy(
     work: Path,
     upstream: str,
@@ -146,7 +153,8 @@ def main() -> None:
         proxies["baseline"] = baseline_proxy(work, kafka.bootstrap_servers, args.baseline)
     targets = {"direct": kafka.bootstrap_servers, **{n: p.bootstrap for n, p in proxies.items()}}
     results: dict[str, dict[str, list[float]]] = {
-        t: {"produce_rps": [], "consume_rps": [], "latency_ms": []} for t in targets
+        t: {"produce_rps": [], "consume_rps": [], "latency_ms": [], "cpu_s_per_gb": []}
+        for t in targets
     }
     try:
         for bootstrap in targets.values():  # warm-up: JIT, connections, page cache
@@ -156,8 +164,13 @@ def main() -> None:
             for target, bootstrap in targets.items():
                 topic = create_topic(bootstrap, args.partitions)
                 r = results[target]
+                pid = proxies[target].process.pid if target in proxies else None
+                before = 0.0 if pid is None else cpu_seconds(pid)
                 r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records))
                 r["consume_rps"].append(perf_consume(kafka, bootstrap, topic, args.records))
+                if pid is not None:
+                    moved_gb = 2 * args.records * len(RECORD) / 1e9  # produced, then consumed
+                    r["cpu_s_per_gb"].append((cpu_seconds(pid) - before) / moved_gb)
                 lat_topic = create_topic(bootstrap, 1)
                 r["latency_ms"] += produce_latency(bootstrap, lat_topic, args.latency_samples)
                 print(
@@ -201,6 +214,12 @@ def main() -> None:
             f"{p['consume_rps'] / d['consume_rps']:.2f} | | {p['p50_ms'] - d['p50_ms']:+.2f} | "
             f"{p['p99_ms'] - d['p99_ms']:+.2f} |"
         )
+    print("\n| proxy | CPU s per GB moved (produce + consume), median | per round |")
+    print("|---|---|---|")
+    for name in proxies:
+        cpu = results[name]["cpu_s_per_gb"]
+        rounds = ", ".join(f"{c:.2f}" for c in cpu)
+        print(f"| {name} | {statistics.median(cpu):.2f} | {rounds} |")
     print(json.dumps({"args": vars(args), "raw": results}, default=str), file=sys.stderr)
 
 
