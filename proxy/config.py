@@ -58,6 +58,13 @@ def _host_ports(value: Any) -> Any:
     return value
 
 
+def _int_text(value: Any) -> Any:
+    # The environment gives text, and pydantic does not coerce text to an int Literal.
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
 # NoDecode: the environment form is 'host:port,host:port', not JSON.
 HostPorts = Annotated[list[HostPort], NoDecode, BeforeValidator(_host_ports)]
 
@@ -112,10 +119,11 @@ class PolicyConfig(_Section):
         default=None, description="policy YAML; without one the proxy enforces nothing"
     )
     watch: bool = Field(default=True, description="reload when the file changes (and on SIGHUP)")
-    legacy_error_code: Literal[-1, 44] = Field(
+    legacy_error_code: Annotated[Literal[-1, 44], BeforeValidator(_int_text)] = Field(
         default=-1,
         description="error for response versions without a message field "
-        "(DeleteTopics v1-4, DeleteRecords): -1 UNKNOWN_SERVER_ERROR, or 44 POLICY_VIOLATION",
+        "(DeleteTopics v1-4; DeleteRecords always gets 44): -1 UNKNOWN_SERVER_ERROR, "
+        "or 44 POLICY_VIOLATION",
     )
 
 

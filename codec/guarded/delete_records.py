@@ -1,4 +1,4 @@
-"""DeleteRecords (key 21), v0-2: no message field in any version, so -1 by default."""
+"""DeleteRecords (key 21), v0-2: no message field in any version, so 44 without a message."""
 
 from __future__ import annotations
 
