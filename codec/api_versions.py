@@ -6,6 +6,7 @@ import dataclasses
 import struct
 from typing import Any
 
+from codec.api_classes import api_class
 from codec.registry import decode_exact, encode, known_versions, response_class
 
 PRODUCE = 0
@@ -13,6 +14,7 @@ FETCH = 1
 METADATA = 3
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
+ELECT_LEADERS = 43
 DESCRIBE_QUORUM = 55
 UNSUPPORTED_VERSION = 35
 
@@ -25,13 +27,18 @@ VERSION_CAPS: dict[int, int] = {
 VERSION_FLOORS: dict[int, int] = {
     METADATA: 4,  # v0-3 always allow auto-creation, which the policy must be able to turn off
     SASL_HANDSHAKE: 1,  # v0 switches to raw SASL frames the proxy could not follow
+    ELECT_LEADERS: 1,  # v0 has no top-level error: denying "all partitions" could not be said
 }
 
 
 def proxy_range(api_key: int) -> tuple[int, int] | None:
-    """Return the (min, max) versions the proxy handles for an API key, or None."""
+    """Return the (min, max) versions the proxy handles for an API key, or None.
+
+    None for a key kio does not know or `API_CLASSES` does not classify: such a key is never
+    advertised, and a request with it closes the connection.
+    """
     known = known_versions(api_key)
-    if known is None:
+    if known is None or api_class(api_key) is None:
         return None
     low = max(known[0], VERSION_FLOORS.get(api_key, known[0]))
     high = min(known[1], VERSION_CAPS.get(api_key, known[1]))

@@ -17,6 +17,7 @@ This is the only place that knows:
 - that facts an offline source never recorded leave the topic undecided, with the reason;
 - that the creates of one batch see each other's names (`policy.batch`: name collisions).
 Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
+Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from policy.admin_apis import AdminDecision, AdminRequest, decide_admin
 from policy.batch import with_new_names
 from policy.builders import resolve
 from policy.cluster import ClusterState, InMemoryCluster
@@ -162,6 +164,11 @@ def judge(
     except FactsNotRecorded as exc:
         return judgement.not_recorded(str(exc))
     return judgement.decide(facts)
+
+
+def judge_admin(policy: CompiledPolicy, request: AdminRequest) -> AdminDecision:
+    """Judge one cluster or security mutation API call: denied unless `admin_apis` allows it."""
+    return decide_admin(policy.document, request)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from codec.errors import api_name
-from policy.decision_log import Outcome, decision_record, new_decision_id, outcome
+from policy.admin_apis import AdminDecision
+from policy.decision_log import Outcome, admin_record, decision_record, new_decision_id, outcome
 from policy.judge import Verdict
 from proxy.audit import AuditLog
 from proxy.filter import RequestContext
@@ -59,6 +60,34 @@ class DecisionRecorder:
                         api_version=ctx.api_version,
                     )
                 )
+
+    def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> None:
+        """One record for an admin API call; anything but allowed also goes to the log."""
+        result = outcome(decision)
+        if result is not Outcome.ALLOWED:
+            log.info(
+                f"policy {result}",
+                conn=ctx.connection_id,
+                principal=decision.request.principal.name,
+                api=decision.request.api,
+                action="admin_api",
+                reasons=[v.message for v in decision.violations],
+            )
+        if self._sink.enabled:
+            self._sink.write(
+                admin_record(
+                    decision,
+                    time=timestamp(),
+                    decision_id=new_decision_id(),
+                    policy_revision=revision,
+                    cluster_id=self._cluster_id(),
+                    proxy_id=self._proxy_id,
+                    conn=ctx.connection_id,
+                    client=ctx.client_address,
+                    api_key=ctx.api_key,
+                    api_version=ctx.api_version,
+                )
+            )
 
 
 def timestamp() -> str:

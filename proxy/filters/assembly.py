@@ -8,6 +8,7 @@ from policy.engine import CompiledPolicy
 from proxy.decision_recorder import DecisionRecorder
 from proxy.filter_chain import FilterChain
 from proxy.filters.address_rewrite import AddressRewriteFilter, BrokerListeners
+from proxy.filters.admin_apis import AdminApiFilter
 from proxy.filters.api_versions import ApiVersionsFilter
 from proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from proxy.filters.principal_capture import PrincipalCaptureFilter
@@ -31,5 +32,6 @@ def proxy_chain(
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
             AutoCreateGuardFilter(policy, facts, recorder),
+            AdminApiFilter(policy, recorder),
         ]
     )

@@ -1,0 +1,48 @@
+"""Admin API filter: cluster and security mutations are judged by `admin_apis`, denied by default.
+
+A denied request is answered by the proxy with CLUSTER_AUTHORIZATION_FAILED on every entry;
+where no answer can be built (inter-broker and controller-only APIs), the connection is closed,
+as a broker does for an API it does not serve. The broker never sees a denied request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from codec.admin_denials import denial_response
+from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
+from policy.admin_apis import AdminRequest
+from policy.engine import CompiledPolicy
+from policy.judge import judge_admin
+from proxy.decision_recorder import DecisionRecorder
+from proxy.filter import Answer, Close, Filter, Forward, RequestContext, Verdict
+from proxy.topic_requests import policy_principal
+
+
+class AdminApiFilter(Filter):
+    """Forwards an allowed admin API call; answers or refuses a denied one."""
+
+    api_keys = CLUSTER_MUTATIONS
+
+    def __init__(
+        self, policy: Callable[[], CompiledPolicy | None], recorder: DecisionRecorder
+    ) -> None:
+        self._policy = policy
+        self._recorder = recorder
+
+    def on_request(self, ctx: RequestContext) -> Verdict:
+        """Judge the call by its principal and API name."""
+        policy = self._policy()
+        if policy is None:
+            return Forward()  # no policy file: the proxy enforces nothing, and says so at start
+        request = AdminRequest(API_CLASSES[ctx.api_key].name, policy_principal(ctx))
+        decision = judge_admin(policy, request)
+        self._recorder.record_admin(ctx, policy.revision, decision)
+        if decision.allowed:
+            return Forward()
+        body = denial_response(
+            ctx.api_key, ctx.api_version, ctx.frame[ctx.body_offset() :], decision.message
+        )
+        if body is None:
+            return Close("admin API denied", detail=decision.message)
+        return Answer(body)
