@@ -10,7 +10,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from pipeline.spark_schema import struct_type
-from policy.decision_log import EVENT_KIND, READABLE_VERSIONS, Outcome, json_schema
+from policy.decision_log import (
+    EVENT_KIND,
+    READABLE_VERSIONS,
+    Outcome,
+    ResourceType,
+    json_schema,
+)
 
 CORRUPT = "_corrupt_record"
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
@@ -19,14 +25,14 @@ TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 # replay parses it, in Python. A v1 event reads with the four trace fields null.
 AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType()})
 
-# What the jobs need of every event, v1 or v2.
+# What the jobs need of every event, v1 or v2; a topic record (v1, or resource_type topic)
+# also needs its topic.
 REQUIRED = (
     "time",
     "schema",
     "event",
     "principal",
     "action",
-    "topic",
     "decision",
     "mode",
     "violations",
@@ -78,6 +84,10 @@ def read_audit(
 
 def _problem(required: Sequence[str]) -> Column:
     missing = [F.when(F.col(name).isNull(), F.lit(name)) for name in required]
+    is_topic = F.coalesce(F.col("resource_type"), F.lit(ResourceType.TOPIC.value)) == F.lit(
+        ResourceType.TOPIC.value
+    )
+    missing.append(F.when(is_topic & F.col("topic").isNull(), F.lit("topic")))
     return (
         F.when(F.col(CORRUPT).isNotNull(), F.lit("not a JSON object of the audit schema"))
         .when(

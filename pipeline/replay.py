@@ -2,6 +2,8 @@
 
 Every recorded per-topic request is evaluated again with the candidate policy, in Python on the
 executors (an Arrow UDF over the raw request JSON), and compared with the recorded decision.
+A recorded admin API call (`action: admin_api`, no topic) is judged again by the candidate's
+`admin_apis` rules, which read no cluster facts.
 
 Each request is judged by the one judge (`policy.judge`) with the facts its event recorded
 (`policy.recorded_facts.RecordedFacts`): facts the candidate needs that the event lacks
@@ -52,10 +54,11 @@ from pipeline.html_report import Chart, Report, Table, bar_chart, render
 from pipeline.output import write_text
 from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
 from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
+from policy.admin_apis import AdminDecision, AdminRequest
 from policy.cluster import InMemoryCluster
 from policy.decision_log import PASSED, Outcome, outcome
 from policy.engine import CompiledPolicy
-from policy.judge import CLUSTER_STATE_RULE, FactsNotRecorded, Judgement
+from policy.judge import CLUSTER_STATE_RULE, FactsNotRecorded, Judgement, judge_admin
 from policy.model import (
     Action,
     AlterKind,
@@ -106,6 +109,7 @@ _ACTIONS = {a.value: a for a in Action}
 _ALTER_KINDS = {k.value: k for k in AlterKind}
 _NONE: list[str] = []  # shared by every row without violations; never mutated
 _ALLOWED = Outcome.ALLOWED.value
+_ADMIN_API = '{"api":'  # an admin API call's request (`AdminRequest.to_dict()`)
 
 
 class RequestParser:
@@ -195,6 +199,10 @@ class Replayer:
         try:
             if text is None:
                 raise ValueError("the event has no request")
+            if text.startswith(_ADMIN_API):
+                # An admin API call needs no cluster facts: the candidate's admin_apis decide.
+                admin = AdminRequest.from_dict(_object(text))
+                return _row(judge_admin(self.policy, admin), None)
             request = self._parser.parse(text)
             judgement = Judgement(self.policy, (request,))
             try:
@@ -248,7 +256,7 @@ class Replayer:
         return reason
 
 
-def _row(decision: Decision, reason: str | None) -> Row:
+def _row(decision: Decision | AdminDecision, reason: str | None) -> Row:
     violations = decision.violations
     if not violations:
         return (_ALLOWED, _NONE, _NONE, _NONE, reason)

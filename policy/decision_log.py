@@ -1,4 +1,7 @@
-"""The decision record: one audit event per judged topic, its schema owned here and only here.
+"""The decision record: one audit event per decision, its schema owned here and only here.
+
+A decision is about one resource: a topic (judged by the topic policy) or, for a cluster or
+security mutation API, the API itself (`resource_type: api`, `topic: null`).
 
 The same record goes to the audit file, stdout and the Parquet lake (docs/audit-log.md). The
 pipeline derives its Spark schema from `json_schema()`; nothing else types these fields again.
@@ -14,12 +17,16 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
+from policy.admin_apis import AdminDecision
 from policy.model import Action, Decision, Mode, TopicRequest
 
 SCHEMA_VERSION = 2
 # Versions the readers still accept: v1 events lack the four trace fields.
 READABLE_VERSIONS = (1, 2)
 TRACE_FIELDS = ("decision_id", "policy_revision", "cluster_id", "proxy_id")
+# Also in every v2 record and absent in v1, whose records are all about a topic.
+RESOURCE_FIELDS = ("resource_type", "resource")
+V2_FIELDS = TRACE_FIELDS + RESOURCE_FIELDS
 EVENT_KIND = "decision"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -32,11 +39,33 @@ class Outcome(StrEnum):
     AUDIT_WOULD_DENY = "audit-would-deny"
 
 
+class ResourceType(StrEnum):
+    """What a decision is about (`broker` and `broker_logger` are for broker configs)."""
+
+    TOPIC = "topic"
+    BROKER = "broker"
+    BROKER_LOGGER = "broker_logger"
+    CLUSTER = "cluster"
+    USER = "user"
+    ACL = "acl"
+    API = "api"
+
+
+class RecordedAction(StrEnum):
+    """The record's `action`: a topic action, or a call of a cluster or security mutation API."""
+
+    CREATE = Action.CREATE.value
+    ALTER = Action.ALTER.value
+    DELETE = Action.DELETE.value
+    DELETE_RECORDS = Action.DELETE_RECORDS.value
+    ADMIN_API = "admin_api"
+
+
 # What went through the proxy: an audit-mode violation does not stop a request.
 PASSED = frozenset({Outcome.ALLOWED, Outcome.AUDIT_WOULD_DENY})
 
 
-def outcome(decision: Decision) -> Outcome:
+def outcome(decision: Decision | AdminDecision) -> Outcome:
     """allowed, denied, or audit-would-deny (allowed, with audit-mode violations)."""
     if not decision.allowed:
         return Outcome.DENIED
@@ -86,12 +115,57 @@ def decision_record(
         "api_key": api_key,
         "api_version": api_version,
         "action": request.action.value,
+        "resource_type": ResourceType.TOPIC.value,
+        "resource": decision.topic,
         "topic": decision.topic,
         "validate_only": request.validate_only,
         "decision": outcome(decision).value,
         "mode": decision.mode.value,
         "violations": [v.to_dict() for v in decision.violations],
         "request": request.to_dict(),
+    }
+
+
+def admin_record(
+    decision: AdminDecision,
+    *,
+    time: str,
+    decision_id: str,
+    policy_revision: str,
+    cluster_id: str | None,
+    proxy_id: str,
+    conn: int,
+    client: str,
+    api_key: int,
+    api_version: int,
+) -> dict[str, Any]:
+    """One admin API decision as a complete audit record: the resource is the API itself."""
+    request = decision.request
+    principal = request.principal
+    return {
+        "time": time,
+        "schema": SCHEMA_VERSION,
+        "event": EVENT_KIND,
+        "decision_id": decision_id,
+        "policy_revision": policy_revision,
+        "cluster_id": cluster_id,
+        "proxy_id": proxy_id,
+        "conn": conn,
+        "client": client,
+        "principal": principal.name,
+        "client_id": principal.client_id,
+        "api": request.api,
+        "api_key": api_key,
+        "api_version": api_version,
+        "action": RecordedAction.ADMIN_API.value,
+        "resource_type": ResourceType.API.value,
+        "resource": request.api,
+        "topic": None,
+        "validate_only": False,
+        "decision": outcome(decision).value,
+        "mode": decision.mode.value,
+        "violations": [v.to_dict() for v in decision.violations],
+        "request": request.to_dict() | {"rule": decision.rule},
     }
 
 
@@ -137,35 +211,64 @@ class DecisionRecord(_Strict):
     api: str = Field(description="the Kafka API name: CreateTopics, Metadata, ...")
     api_key: int = Field(ge=0, le=32767)
     api_version: int = Field(ge=0, le=32767)
-    action: Action
-    topic: str = Field(description="for a delete by id, the name the id resolved to")
+    action: RecordedAction = Field(description="a topic action, or admin_api")
+    # Absent in v1 records (a topic, then), always there in v2.
+    resource_type: ResourceType | None = Field(
+        None, description="what the decision is about (v2; absent in v1: topic)"
+    )
+    resource: str | None = Field(
+        None, description="its name: the topic, or for `api` the API name (v2; absent in v1)"
+    )
+    topic: str | None = Field(
+        description="for a delete by id, the name the id resolved to; null if not a topic"
+    )
     validate_only: bool
     decision: Outcome
     mode: Mode = Field(description="audit when the whole policy runs as a dry run")
     violations: list[RecordedViolation] = Field(description="every violated rule, in rule order")
     request: dict[str, Any] = Field(
-        description="the per-topic request as judged: `TopicRequest.to_dict()`"
+        description="as judged: `TopicRequest.to_dict()`, or the API call for admin_api"
     )
 
     @model_validator(mode="after")
-    def _trace_fields(self) -> Self:
-        present = set(TRACE_FIELDS) & self.model_fields_set
-        if self.schema_ >= 2 and len(present) < len(TRACE_FIELDS):
-            raise ValueError(f"schema 2 needs {', '.join(sorted(set(TRACE_FIELDS) - present))}")
+    def _by_version(self) -> Self:
+        present = set(V2_FIELDS) & self.model_fields_set
+        if self.schema_ >= 2 and len(present) < len(V2_FIELDS):
+            raise ValueError(f"schema 2 needs {', '.join(sorted(set(V2_FIELDS) - present))}")
         if self.schema_ == 1 and present:
             raise ValueError(f"schema 1 has no {', '.join(sorted(present))}")
+        is_topic = self.resource_type in (None, ResourceType.TOPIC)
+        if is_topic != (self.topic is not None):
+            raise ValueError("`topic` is set exactly when the resource is a topic")
+        if is_topic == (self.action is RecordedAction.ADMIN_API):
+            raise ValueError("`action` is admin_api exactly when the resource is not a topic")
         return self
 
 
 def json_schema() -> dict[str, Any]:
-    """The record's JSON Schema (draft 2020-12): v2 records have the trace fields, v1 lack them."""
+    """The record's JSON Schema (draft 2020-12): v2 records have the v2 fields, v1 lack them."""
     schema = DecisionRecord.model_json_schema(by_alias=True)
-    for name in TRACE_FIELDS:
+    for name in V2_FIELDS:
         del schema["properties"][name]["default"]  # absent, not null, in v1
-    # A v2 record has every trace field (cluster_id may be null); a v1 record has none.
+    # A v2 record has every v2 field (cluster_id may be null); a v1 record has none.
     by_version = {
         "if": {"properties": {"schema": {"const": 1}}, "required": ["schema"]},
-        "then": {"not": {"anyOf": [{"required": [name]} for name in TRACE_FIELDS]}},
-        "else": {"required": list(TRACE_FIELDS)},
+        "then": {"not": {"anyOf": [{"required": [name]} for name in V2_FIELDS]}},
+        "else": {"required": list(V2_FIELDS)},
     }
-    return {"$schema": JSON_SCHEMA_DIALECT, **schema, **by_version}
+    # A topic record names its topic; any other names none and has action admin_api.
+    not_topic = {
+        "properties": {"resource_type": {"not": {"const": ResourceType.TOPIC.value}}},
+        "required": ["resource_type"],
+    }
+    by_resource = {
+        "if": not_topic,
+        "then": {"properties": {"topic": {"type": "null"}, "action": {"const": "admin_api"}}},
+        "else": {
+            "properties": {
+                "topic": {"type": "string"},
+                "action": {"not": {"const": "admin_api"}},
+            }
+        },
+    }
+    return {"$schema": JSON_SCHEMA_DIALECT, **schema, "allOf": [by_version, by_resource]}

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from codec.api_classes import API_CLASSES
+from policy.admin_apis import AdminRequest
 from policy.builders import (
     create_partitions_request,
     create_request,
@@ -21,9 +23,9 @@ from policy.builders import (
     reassignment_request,
 )
 from policy.cluster import InMemoryCluster
-from policy.decision_log import decision_record
+from policy.decision_log import admin_record, decision_record
 from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, judge
+from policy.judge import ClusterFacts, judge, judge_admin
 from policy.model import Principal, TopicRequest, TopicState
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
@@ -45,6 +47,7 @@ DEFAULTS = {
     "unclean.leader.election.enable": "false",
     "compression.type": "producer",
 }
+ADMIN_API_KEYS = {entry.name: key for key, entry in API_CLASSES.items()}
 API = {  # action / alter kind -> (api name, api key, api version)
     "create": ("CreateTopics", 19, 7),
     "configs": ("IncrementalAlterConfigs", 44, 1),
@@ -220,3 +223,23 @@ def write_bulk(
             out.write("".join(batch))
         written = min(count, written + per_file)
     return written
+
+
+def admin_events(
+    policy: CompiledPolicy, calls: Iterable[tuple[str, str]], *, start: datetime = START
+) -> Iterator[dict[str, Any]]:
+    """Records of admin API calls (API name, principal), judged as the proxy judges them."""
+    for i, (api, principal) in enumerate(calls):
+        decision = judge_admin(policy, AdminRequest(api, Principal(principal, "cli", "10.0.0.9:1")))
+        yield admin_record(
+            decision,
+            time=_stamp(start + timedelta(seconds=i)),
+            decision_id=f"admin{i:027x}",
+            policy_revision=policy.revision,
+            cluster_id="example",
+            proxy_id="proxy-1",
+            conn=i + 1,
+            client="10.0.0.9:1",
+            api_key=ADMIN_API_KEYS[api],
+            api_version=0,
+        )

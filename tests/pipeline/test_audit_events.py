@@ -8,9 +8,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pipeline.audit_events import read_audit
-from policy.decision_log import TRACE_FIELDS
+from policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
 from policy.loader import load_policy
-from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+from tests.pipeline.audit_data import admin_events, example_cluster, generate_events, write_events
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,14 +66,35 @@ def test_v1_events_still_read_with_the_trace_fields_null(
 ) -> None:
     policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
     v2 = list(generate_events(policy, example_cluster(), 4))
-    v1 = [{k: v for k, v in e.items() if k not in TRACE_FIELDS} | {"schema": 1} for e in v2[:2]]
+    v1 = [{k: v for k, v in e.items() if k not in V2_FIELDS} | {"schema": 1} for e in v2[:2]]
     write_events(tmp_path / "audit.jsonl", [*v1, *v2[2:]])
     audit = read_audit(spark, [str(tmp_path)])
     rows = sorted(audit.events.collect(), key=lambda r: r["time"])
     assert audit.malformed.count() == 0
     assert [r["schema"] for r in rows] == [1, 1, 2, 2]
     for row in rows[:2]:
-        assert all(row[name] is None for name in TRACE_FIELDS)
+        assert all(row[name] is None for name in V2_FIELDS)
     for row, event in zip(rows[2:], v2[2:], strict=True):
         assert [row[name] for name in TRACE_FIELDS] == [event[name] for name in TRACE_FIELDS]
         assert row["decision_id"] and row["policy_revision"].startswith("sha256:")
+
+
+def test_admin_api_events_are_good_events_without_a_topic(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    policy = load_policy((REPO / "tests/integration/data/policy.yaml").read_text(), "policy.yaml")
+    calls = [("CreateAcls", "User:ANONYMOUS"), ("ElectLeaders", "User:platform-admin")]
+    admin = list(admin_events(policy, calls))
+    topics = list(generate_events(policy, example_cluster(), 3))
+    no_topic = topics[0] | {"topic": None}
+    write_events(tmp_path / "audit.jsonl", [*admin, *topics[1:], no_topic])
+    audit = read_audit(spark, [str(tmp_path)])
+    assert [r["problem"] for r in audit.malformed.collect()] == ["missing field topic"]
+    rows = {r["decision_id"]: r for r in audit.events.collect()}
+    assert len(rows) == 4
+    for event in admin:
+        row = rows[event["decision_id"]]
+        assert (row["action"], row["topic"]) == ("admin_api", None)
+        assert [row[name] for name in RESOURCE_FIELDS] == ["api", event["api"]]
+        assert row["decision"] == event["decision"]
+    assert [rows[e["decision_id"]]["decision"] for e in admin] == ["denied", "allowed"]

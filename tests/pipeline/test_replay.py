@@ -21,6 +21,7 @@ from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
 from policy.recorded_facts import defaults_folded, missing_facts
 from tests.pipeline.audit_data import (
+    admin_events,
     example_cluster,
     generate_events,
     write_events,
@@ -337,3 +338,26 @@ def test_a_topic_state_the_snapshot_lacks_is_denied_as_the_proxy_denies_it(
     decision, rules, *_ = Replayer(policy, example_cluster()).replay(text)
     grew = request["requested"]["partitions"] - request["current"]["partitions"]
     assert (decision, rules) == (("allowed", []) if grew <= 1 else ("denied", ["growth"]))
+
+
+def test_admin_api_events_are_replayed_through_the_candidates_admin_apis(
+    spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    recorded = load_policy("version: 1\nrules: [{name: r, partitions: {max: 9}}]\n")
+    calls = [("CreateAcls", "User:ops"), ("ElectLeaders", "User:ops"), ("CreateAcls", "User:x")]
+    admin = list(admin_events(recorded, calls))
+    assert [e["decision"] for e in admin] == ["denied"] * 3
+    candidate = tmp_path / "candidate.yaml"
+    document = yaml.safe_load(EXAMPLE.read_text())
+    document["admin_apis"] = [{"name": "ops", "principals": ["User:ops"], "apis": ["CreateAcls"]}]
+    candidate.write_text(yaml.safe_dump(document))
+    (tmp_path / "audit").mkdir()
+    write_events(tmp_path / "audit" / "a.jsonl", [*events[:10], *admin])
+    summary = run_replay(spark, str(candidate), [str(tmp_path / "audit")], str(tmp_path / "out"))
+    assert summary["requests"] == 13 and summary["errors"] == 0
+    rows = spark.read.parquet(str(tmp_path / "out" / "decisions")).where("action = 'admin_api'")
+    by_call = {(r["api"], r["principal"]): r for r in rows.collect()}
+    assert by_call[("CreateAcls", "User:ops")]["flip"] == "deny->allow"
+    assert by_call[("ElectLeaders", "User:ops")]["new_rules"] == ["admin-apis"]
+    assert by_call[("CreateAcls", "User:x")]["flip"] == "none"
+    assert all(r["topic"] is None for r in by_call.values())

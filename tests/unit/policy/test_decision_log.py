@@ -8,19 +8,22 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from policy.admin_apis import AdminRequest
 from policy.builders import create_request, delete_topic_request
 from policy.decision_log import (
     SCHEMA_VERSION,
-    TRACE_FIELDS,
+    V2_FIELDS,
     DecisionRecord,
     Outcome,
+    admin_record,
     decision_record,
     json_schema,
     new_decision_id,
     policy_revision,
 )
-from policy.judge import ClusterFacts, judge
-from policy.model import Decision, TopicRequest
+from policy.judge import ClusterFacts, judge, judge_admin
+from policy.loader import load_policy
+from policy.model import Decision, Principal, TopicRequest
 from proxy.policy_cli import audit_event_schema_text
 from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, compile_rules, topic
 
@@ -41,30 +44,66 @@ def test_the_schema_names_every_field_the_record_has() -> None:
     assert verdict.decision is not None
     record = _record(verdict.request, verdict.decision)
     assert list(record) == list(schema["properties"])
-    assert set(schema["required"]) | set(TRACE_FIELDS) == set(record)
+    assert set(schema["required"]) | set(V2_FIELDS) == set(record)
     assert schema["$defs"]["Outcome"]["enum"] == [o.value for o in Outcome]
     assert schema["properties"]["request"]["type"] == "object"
-    assert schema["else"] == {"required": list(TRACE_FIELDS)}
+    assert schema["allOf"][0]["else"] == {"required": list(V2_FIELDS)}
+    assert (record["resource_type"], record["resource"], record["topic"]) == ("topic", "a.b", "a.b")
     DecisionRecord.model_validate(record)
     assert record["decision"] == "denied" and record["schema"] == SCHEMA_VERSION
 
 
-def test_v1_records_lack_the_trace_fields_and_v2_records_need_them() -> None:
+def test_v1_records_lack_the_v2_fields_and_v2_records_need_them() -> None:
     request = delete_topic_request("a.b", principal=ALICE)
     policy = compile_rules({"name": "keep", "match": {"actions": ["delete"]}, "deny": True})
     (verdict,) = judge(policy, [request], ClusterFacts(cluster(topic("a.b"))))
     assert verdict.decision is not None
     record = _record(verdict.request, verdict.decision)
-    v1 = {k: v for k, v in record.items() if k not in TRACE_FIELDS} | {"schema": 1}
+    v1 = {k: v for k, v in record.items() if k not in V2_FIELDS} | {"schema": 1}
     DecisionRecord.model_validate(v1)
     with pytest.raises(ValidationError, match="schema 2 needs proxy_id"):
         DecisionRecord.model_validate({k: v for k, v in record.items() if k != "proxy_id"})
     with pytest.raises(ValidationError, match="schema 1 has no decision_id"):
         DecisionRecord.model_validate(v1 | {"decision_id": "x"})
+    with pytest.raises(ValidationError, match="schema 2 needs resource"):
+        DecisionRecord.model_validate({k: v for k, v in record.items() if k != "resource"})
     # cluster_id may be null (Metadata gave none); the others are strings.
     DecisionRecord.model_validate(record | {"cluster_id": None})
     with pytest.raises(ValidationError):
         DecisionRecord.model_validate(record | {"decision": "maybe"})
+
+
+def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
+    policy = load_policy(
+        "version: 1\nrules: [{name: r, partitions: {max: 9}}]\n"
+        "admin_apis: [{name: ops, principals: ['User:ops'], apis: [ElectLeaders]}]\n"
+    )
+    decision = judge_admin(policy, AdminRequest("CreateAcls", Principal("User:ops", "cli")))
+    record = admin_record(
+        decision,
+        time="2026-11-22T04:47:01.123456Z",
+        decision_id=new_decision_id(),
+        policy_revision=policy.revision,
+        cluster_id=None,
+        proxy_id="proxy-a",
+        conn=3,
+        client="10.1.2.3:5",
+        api_key=30,
+        api_version=3,
+    )
+    assert list(record) == list(json_schema()["properties"])
+    parsed = DecisionRecord.model_validate(record)
+    assert (parsed.action, parsed.resource_type, parsed.resource) == (
+        "admin_api",
+        "api",
+        "CreateAcls",
+    )
+    assert parsed.topic is None and parsed.decision is Outcome.DENIED
+    assert [v.rule for v in parsed.violations] == ["admin-apis"]
+    with pytest.raises(ValidationError, match="`topic` is set exactly"):
+        DecisionRecord.model_validate(record | {"topic": "a.b"})
+    with pytest.raises(ValidationError, match="`action` is admin_api exactly"):
+        DecisionRecord.model_validate(record | {"action": "create"})
 
 
 def test_ids_are_unique_and_revisions_are_content_hashes() -> None:
