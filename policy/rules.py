@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from codec.api_classes import ADMIN_API_NAMES
 from policy.configs import ConfigType
 from policy.model import Fact, Mode
 
@@ -187,6 +188,30 @@ class PluginSpec(_Strict):
     )
 
 
+class AdminApiRule(_Strict):
+    """Which principals may call which cluster or security mutation APIs (the rest are denied)."""
+
+    name: str = Field(pattern=RULE_NAME)
+    description: str = ""
+    principals: list[str] = Field(
+        min_length=1, description="principals, exact or glob (`User:platform-*`)"
+    )
+    apis: list[str] = Field(
+        min_length=1, description="API names as Kafka spells them (`CreateAcls`), or `*` for all"
+    )
+
+    @field_validator("apis")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - ADMIN_API_NAMES - {"*"})
+        if unknown:
+            raise ValueError(
+                f"not a cluster or security mutation API: {', '.join(unknown)} "
+                "(docs/security.md lists them)"
+            )
+        return value
+
+
 class PolicyDocument(_Strict):
     """A whole policy file."""
 
@@ -199,3 +224,7 @@ class PolicyDocument(_Strict):
     )
     rules: list[Rule] = Field(default_factory=list)
     plugins: list[PluginSpec] = Field(default_factory=list)
+    admin_apis: list[AdminApiRule] = Field(
+        default_factory=list,
+        description="who may call cluster and security mutation APIs; denied unless listed",
+    )
