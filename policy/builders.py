@@ -9,7 +9,6 @@ recomputes the requested state exactly as the builder would have with those fact
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from uuid import UUID
 
 from policy.cluster import ClusterState
@@ -19,6 +18,7 @@ from policy.model import (
     AlterKind,
     Assignment,
     ConfigChange,
+    ConfigMap,
     ConfigOp,
     ConfigSource,
     Fact,
@@ -258,15 +258,9 @@ def _with_facts(
         if replication is None:
             replication = _default_int(defaults, DEFAULT_REPLICATION_KEY)
         configs = apply_create(req.changes, _topic_defaults(defaults))
-        requested = replace(
-            req, partitions=partitions, replication_factor=replication, configs=configs
-        )
-        return replace(request, requested=requested)
+        requested = _requested(req, partitions, replication, req.assignment, configs)
+        return _rebuilt(request, request.topic, request.topic_id, requested, request.current)
 
-    if current is not None and request.topic is None:
-        request = replace(request, topic=current.name)
-    if current is not None and request.topic_id is None:
-        request = replace(request, topic_id=current.topic_id)
     base = current or TopicState(name=request.name)
     known = current is not None
     kind = request.alter_kind
@@ -275,29 +269,74 @@ def _with_facts(
             configs = apply_replace(req.changes, _topic_defaults(defaults))
         else:
             configs = apply_incremental(req.changes, base.configs, _topic_defaults(defaults))
-        requested = replace(
+        requested = _requested(
             req,
-            partitions=base.partitions if known else None,
-            replication_factor=base.replication_factor if known else None,
-            assignment=base.assignment,
-            configs=configs,
+            base.partitions if known else None,
+            base.replication_factor if known else None,
+            base.assignment,
+            configs,
         )
     elif kind is AlterKind.PARTITIONS:
         replication = base.replication_factor if known else None
         if replication is None and req.assignment:
             replication = len(req.assignment[0][1])
-        requested = replace(req, replication_factor=replication, configs=base.configs)
+        requested = _requested(req, req.partitions, replication, req.assignment, base.configs)
     elif kind is AlterKind.REASSIGNMENT:
         merged: Assignment = freeze_assignment(
             {**dict(base.assignment), **dict(req.assignment)}.items()
         )
-        requested = replace(
+        requested = _requested(
             req,
-            partitions=base.partitions if known else None,
-            replication_factor=min((len(r) for _, r in merged), default=None),
-            assignment=merged,
-            configs=base.configs,
+            base.partitions if known else None,
+            min((len(r) for _, r in merged), default=None),
+            merged,
+            base.configs,
         )
     else:
         requested = req
-    return replace(request, requested=requested, current=current)
+    topic, topic_id = request.topic, request.topic_id
+    if current is not None:
+        # A delete by topic id learns its name here, a request by name its id.
+        topic = current.name if topic is None else topic
+        topic_id = current.topic_id if topic_id is None else topic_id
+    return _rebuilt(request, topic, topic_id, requested, current)
+
+
+# Built field by field: dataclasses.replace introspects the fields on every call, and this
+# runs for every topic of every judged request.
+def _requested(
+    req: RequestedState,
+    partitions: int | None,
+    replication_factor: int | None,
+    assignment: Assignment,
+    configs: ConfigMap,
+) -> RequestedState:
+    return RequestedState(
+        partitions,
+        replication_factor,
+        assignment,
+        req.generated_assignment,
+        configs,
+        req.changes,
+        req.config_source,
+    )
+
+
+def _rebuilt(
+    request: TopicRequest,
+    topic: str | None,
+    topic_id: str | None,
+    requested: RequestedState,
+    current: TopicState | None,
+) -> TopicRequest:
+    return TopicRequest(
+        topic,
+        request.action,
+        request.principal,
+        topic_id,
+        request.alter_kind,
+        request.validate_only,
+        requested,
+        current,
+        request.record_offsets,
+    )
