@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -107,9 +108,30 @@ class UpstreamConfig(_Section):
 
 
 class LimitsConfig(_Section):
-    """Protection against oversized or stuck input."""
+    """Protection against oversized or stuck input, and against too many connections."""
 
     max_frame_bytes: int = Field(default=100 * 1024 * 1024, ge=1024, le=2**31 - 1)
+    max_buffered_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=1024,
+        description="bytes buffered across all connections before the largest stop reading",
+    )
+    stall_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="over the budget, a connection holding bytes without progress this long "
+        "is closed",
+    )
+    max_connections_per_listener: int = Field(default=1000, ge=1)
+    max_connections: int = Field(default=4000, ge=1, description="across all listeners")
+
+    @field_validator("max_buffered_bytes")
+    @classmethod
+    def _budget_fits_a_frame(cls, value: int, info: ValidationInfo) -> int:
+        frame = info.data.get("max_frame_bytes")
+        if frame is not None and value < frame:
+            raise ValueError(f"must be at least limits.max_frame_bytes ({frame})")
+        return value
 
 
 class PolicyConfig(_Section):

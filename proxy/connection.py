@@ -12,6 +12,8 @@ import structlog
 from proxy.filter import HookResult, RequestContext, Verdict
 from proxy.filter_chain import FilterChain
 from proxy.framing import framed
+from proxy.memory_budget import PAUSE as MEMORY
+from proxy.memory_budget import MemoryBudget
 from proxy.request_pipeline import (
     Action,
     AwaitDecision,
@@ -49,7 +51,8 @@ class ClientConnection(asyncio.Protocol):
         chain: FilterChain,
         max_frame_bytes: int,
         connect_timeout: float,
-        on_open: Callable[[ClientConnection], None],
+        budget: MemoryBudget,
+        on_open: Callable[[ClientConnection], str | None],
         on_close: Callable[[ClientConnection], None],
         certificates: CertificatePrincipals | None = None,
     ) -> None:
@@ -59,6 +62,8 @@ class ClientConnection(asyncio.Protocol):
         self._chain = chain
         self._max_frame_bytes = max_frame_bytes
         self._connect_timeout = connect_timeout
+        self._budget = budget
+        self.held = 0  # bytes charged to the memory budget
         self._on_open = on_open
         self._on_close = on_close
         self._certificates = certificates
@@ -66,6 +71,7 @@ class ClientConnection(asyncio.Protocol):
         self._client: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
         self._pauses: set[str] = set()
+        self._client_full = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = asyncio.get_running_loop().create_future()
         self.log = log
@@ -73,14 +79,18 @@ class ClientConnection(asyncio.Protocol):
     # --- client side -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # Only now: a connection whose TLS handshake fails is never made, nor ever lost.
-        self._on_open(self)
         # uvloop's transports are not asyncio.Transport subclasses, but have the same API.
         self._client = cast(asyncio.Transport, transport)
-        self._client.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.log = log.bind(conn=self.id, client=address, listener=self.listener)
+        # Only now: a connection whose TLS handshake fails is never made, nor ever lost.
+        refusal = self._on_open(self)
+        if refusal is not None:
+            self._fail(refusal)
+            return
+        self._budget.join(self)
+        self._client.set_write_buffer_limits(high=_HIGH_WATER)
         principal = "User:ANONYMOUS"
         if self._certificates is not None:
             # SASL on the same connection, if any, replaces this principal later.
@@ -118,12 +128,20 @@ class ClientConnection(asyncio.Protocol):
         self._finish()
 
     def pause_writing(self) -> None:
-        if self._upstream is not None:
-            self._upstream.pause_reading()
+        self._client_full = True
+        self._read_upstream()
 
     def resume_writing(self) -> None:
+        self._client_full = False
+        self._read_upstream()
+
+    def _read_upstream(self) -> None:
+        # Broker bytes wait while the client's write buffer is full or memory is short.
         if self._upstream is not None:
-            self._upstream.resume_reading()
+            if self._client_full or MEMORY in self._pauses:
+                self._upstream.pause_reading()
+            else:
+                self._upstream.resume_reading()
 
     # --- carrying out the pipeline's actions ---------------------------------------------------
 
@@ -153,6 +171,31 @@ class ClientConnection(asyncio.Protocol):
                     self.close()
                 else:
                     self._fail(close.reason, **close.details)
+        self.recount()
+
+    def recount(self) -> None:
+        """Charge the memory budget the change in what this connection buffers."""
+        held = 0 if self._pipeline is None else self._pipeline.buffered_bytes
+        if self._client is not None:
+            held += self._client.get_write_buffer_size()
+        if self._upstream is not None:
+            held += self._upstream.get_write_buffer_size()
+        if held != self.held and not self.closed.done():
+            delta, self.held = held - self.held, held
+            self._budget.charge(self, delta)
+
+    def stalled(self, held: int, stalled_s: float) -> None:
+        """The memory budget gave up on this connection: drop it, and say why."""
+        if self._client is not None:
+            principal = self._pipeline.principal if self._pipeline is not None else None
+            self.log.warning(
+                "closing client connection",
+                reason="stalled while the memory budget is exhausted",
+                principal=principal,
+                buffered_bytes=held,
+                stalled_s=round(stalled_s, 1),
+            )
+        self.abort()
 
     async def _decide(self, ctx: RequestContext, pending: Awaitable[Verdict]) -> None:
         verdict = await pending
@@ -193,6 +236,8 @@ class ClientConnection(asyncio.Protocol):
             self._upstream = transport
             self._upstream.set_write_buffer_limits(high=_HIGH_WATER)
             self.log = self.log.bind(broker=f"{host}:{port}")
+            if MEMORY in self._pauses:
+                transport.pause_reading()
             self.act(pipeline.broker_connected())
             self.resume("connecting")
             return
@@ -242,6 +287,7 @@ class ClientConnection(asyncio.Protocol):
         for task in self._tasks:
             task.cancel()
         if not self.closed.done():
+            self._budget.leave(self)
             self.closed.set_result(None)
             self._on_close(self)
 
@@ -255,12 +301,16 @@ class ClientConnection(asyncio.Protocol):
         if not self._pauses and self._client is not None:
             self._client.pause_reading()
         self._pauses.add(reason)
+        if reason == MEMORY:
+            self._read_upstream()
 
     def resume(self, reason: str) -> None:
         """Drop one reason to pause; read the client again when none is left."""
         self._pauses.discard(reason)
         if not self._pauses and self._client is not None:
             self._client.resume_reading()
+        if reason == MEMORY:
+            self._read_upstream()
 
 
 class _Upstream(asyncio.Protocol):

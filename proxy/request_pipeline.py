@@ -153,6 +153,9 @@ class RequestPipeline:
         self._owed: deque[Owed] = deque()  # in request order
         self._inflight: deque[Owed] = deque()  # the owed responses the broker will send
         self._held: deque[Buffer] = deque()
+        # Bytes in held request frames, and in responses waiting for their turn to go out.
+        self._held_bytes = 0
+        self._queued_bytes = 0
         self._holding = True  # until the broker is connected
         self._deciding = False
         self._streaming = 0  # bytes of the current response still to pass straight through
@@ -166,6 +169,13 @@ class RequestPipeline:
     def pending_bytes(self) -> int:
         """Bytes of an incomplete request frame."""
         return self._requests.pending
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes this pipeline holds: partial frames both ways, held requests, queued responses."""
+        return (
+            self._requests.pending + self._responses.pending + self._held_bytes + self._queued_bytes
+        )
 
     # --- events ----------------------------------------------------------------------------
 
@@ -188,6 +198,7 @@ class RequestPipeline:
                 break
             if self._holding:
                 self._held.append(frame)
+                self._held_bytes += len(frame)
             else:
                 self._request(frame)
         return self._actions()
@@ -308,6 +319,7 @@ class RequestPipeline:
                 response_header(h.correlation_id, h.api_key, h.api_version), verdict.body
             )
             self._owed.append(Owed(h.correlation_id, h.api_key, h.api_version, None, reply))
+            self._queued_bytes += len(reply)
             self._flush()
         else:
             frame = verdict.frame if isinstance(verdict, ForwardModified) else ctx.frame
@@ -323,7 +335,9 @@ class RequestPipeline:
         # Held requests go in order until one of them is held for a decision again.
         self._holding = False
         while self._held and not self._holding and not self.closed:
-            self._request(self._held.popleft())
+            frame = self._held.popleft()
+            self._held_bytes -= len(frame)
+            self._request(frame)
 
     # --- responses -------------------------------------------------------------------------
 
@@ -340,6 +354,7 @@ class RequestPipeline:
             return
         if owed.hook is None:
             owed.frame = frame
+            self._queued_bytes += len(frame)
             self._flush()
             return
         try:
@@ -364,6 +379,7 @@ class RequestPipeline:
         assert header is not None
         owed.frame = framed(header, result)
         owed.hook = None
+        self._queued_bytes += len(owed.frame)
         self._flush()
 
     def _start_stream(self, correlation_id: Buffer) -> bool:
@@ -386,6 +402,7 @@ class RequestPipeline:
         while owed and owed[0].frame is not None and owed[0].hook is None:
             frame = owed.popleft().frame
             assert frame is not None
+            self._queued_bytes -= len(frame)
             out.append(frame)
         if self._draining and not owed:
             self._close(None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections import Counter
 
 import structlog
 
@@ -17,6 +18,7 @@ from proxy.decision_recorder import DecisionRecorder
 from proxy.filters.assembly import proxy_chain
 from proxy.kafka_client import SaslCredentials
 from proxy.live_facts import LiveFacts
+from proxy.memory_budget import MemoryBudget
 from proxy.policy_source import PolicySource
 from proxy.tls import CertificatePrincipals, server_context
 
@@ -32,6 +34,9 @@ class ProxyServer:
         self._servers: dict[str, asyncio.Server] = {}
         self._binding: dict[int, asyncio.Task[None]] = {}
         self._connections: set[ClientConnection] = set()
+        self._per_listener: Counter[str] = Counter()
+        limits = config.limits
+        self.budget = MemoryBudget(limits.max_buffered_bytes, limits.stall_timeout_s)
         self._next_bootstrap = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self.policy = PolicySource(config.policy.file) if config.policy.file else None
@@ -102,6 +107,7 @@ class ProxyServer:
                 self._tasks.add(task)
         else:
             log.warning("no policy file configured: the proxy enforces nothing")
+        self._tasks.add(asyncio.ensure_future(self._watch_budget()))
         self._servers["bootstrap"] = await self._listen(
             "bootstrap", self._bootstrap_target, self._config.listeners.bootstrap_port
         )
@@ -155,8 +161,9 @@ class ProxyServer:
                 chain=self._chain,
                 max_frame_bytes=limits.max_frame_bytes,
                 connect_timeout=self._config.upstream.connect_timeout_s,
-                on_open=self._connections.add,
-                on_close=self._connections.discard,
+                budget=self.budget,
+                on_open=self._admit,
+                on_close=self._closed,
                 certificates=self._certificates,
             )
 
@@ -166,6 +173,30 @@ class ProxyServer:
         advertised = f"{self._config.listeners.advertised_host}:{port}"
         log.info("listening", listener=name, port=port, advertised=advertised)
         return server
+
+    def _admit(self, conn: ClientConnection) -> str | None:
+        """Count a new connection in, or say which cap refuses it."""
+        limits = self._config.limits
+        if len(self._connections) >= limits.max_connections:
+            return f"limits.max_connections ({limits.max_connections}) reached"
+        if self._per_listener[conn.listener] >= limits.max_connections_per_listener:
+            cap = limits.max_connections_per_listener
+            return f"limits.max_connections_per_listener ({cap}) reached"
+        self._connections.add(conn)
+        self._per_listener[conn.listener] += 1
+        return None
+
+    def _closed(self, conn: ClientConnection) -> None:
+        if conn in self._connections:
+            self._connections.remove(conn)
+            self._per_listener[conn.listener] -= 1
+
+    async def _watch_budget(self) -> None:
+        # Write buffers drain without telling anyone: recount them, and find the stalls.
+        interval = min(1.0, self.budget.stall_timeout_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            self.budget.check()
 
     def _bootstrap_target(self) -> list[tuple[str, int]]:
         servers = [(s.host, s.port) for s in self._config.upstream.bootstrap_servers]

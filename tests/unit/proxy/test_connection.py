@@ -87,7 +87,7 @@ class FakeBroker:
         )
 
 
-async def started_proxy(fake: FakeBroker) -> ProxyServer:
+async def started_proxy(fake: FakeBroker, **limits: object) -> ProxyServer:
     """A proxy in front of the fake broker, on free ports (tried again if one was taken)."""
     for _ in range(5):
         node_port = free_port()
@@ -99,7 +99,7 @@ async def started_proxy(fake: FakeBroker) -> ProxyServer:
                 "broker_port_base": node_port - 1,
             },
             upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
-            limits={"max_frame_bytes": 4096},
+            limits={"max_frame_bytes": 4096, **limits},
             shutdown_timeout_s=2,
         )
         server = ProxyServer(config)
@@ -239,3 +239,102 @@ async def test_shutdown_waits_for_a_response_being_streamed(
     await reader.readexactly(8)  # the stream has started
     await server.shutdown()
     assert await reader.read() == b"\x00" + BIG_BODY
+
+
+@pytest.fixture
+async def fake_broker() -> AsyncIterator[FakeBroker]:
+    fake = FakeBroker()
+    broker_server = await asyncio.start_server(fake.handle, sock=fake.socket)
+    yield fake
+    broker_server.close()
+
+
+async def closed_by_proxy(reader: asyncio.StreamReader, within: float = 5) -> bool:
+    """Whether the proxy closes this connection within `within` seconds (reading past data)."""
+    try:
+        async with asyncio.timeout(within):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+async def test_a_connection_over_the_listener_cap_is_closed_at_once(
+    fake_broker: FakeBroker,
+) -> None:
+    server = await started_proxy(fake_broker, max_connections_per_listener=2)
+    try:
+        admitted = [await connect(server) for _ in range(2)]
+        over_reader, _over_writer = await connect(server)
+        assert await closed_by_proxy(over_reader)
+        for i, (reader, writer) in enumerate(admitted):
+            writer.write(request(SLOW_API, 5, i))
+            assert await read_response(reader) == (i, b"ok")
+        # A place freed is a place taken again.
+        admitted[0][1].close()
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            reader, writer = await connect(server)
+            writer.write(request(SLOW_API, 5, 7))
+            try:
+                assert await asyncio.wait_for(read_response(reader), 2) == (7, b"ok")
+                break
+            except asyncio.IncompleteReadError:
+                assert asyncio.get_running_loop().time() < deadline
+    finally:
+        await server.shutdown()
+
+
+async def test_the_process_wide_cap_counts_every_listener(fake_broker: FakeBroker) -> None:
+    server = await started_proxy(fake_broker, max_connections=1)
+    try:
+        reader, writer = await connect(server)
+        writer.write(request(SLOW_API, 5, 1))
+        assert await read_response(reader) == (1, b"ok")  # admitted
+        node_reader, _node_writer = await asyncio.open_connection("127.0.0.1", server.node_ports[1])
+        assert await closed_by_proxy(node_reader)
+        writer.write(request(SLOW_API, 5, 2))
+        assert await read_response(reader) == (2, b"ok")
+    finally:
+        await server.shutdown()
+
+
+async def test_over_the_memory_budget_stalled_connections_are_closed(
+    fake_broker: FakeBroker,
+) -> None:
+    server = await started_proxy(fake_broker, max_buffered_bytes=8192, stall_timeout_s=0.3)
+    try:
+        stalled = []
+        for _ in range(4):
+            reader, writer = await connect(server)
+            writer.write(struct.pack(">i", 4000) + b"x" * 3900)  # most of a frame, then nothing
+            stalled.append((reader, writer))  # a writer collected would close its socket
+        good_reader, good_writer = await connect(server)
+        good_writer.write(request(SLOW_API, 5, 1))
+        assert await read_response(good_reader) == (1, b"ok")
+        for reader, _writer in stalled:
+            assert await closed_by_proxy(reader)
+        assert server.budget.used < server.budget.limit
+        good_writer.write(request(SLOW_API, 5, 2))
+        assert await read_response(good_reader) == (2, b"ok")
+    finally:
+        await server.shutdown()
+
+
+async def test_under_the_memory_budget_a_slow_frame_is_left_alone(
+    fake_broker: FakeBroker,
+) -> None:
+    server = await started_proxy(fake_broker, max_buffered_bytes=8192, stall_timeout_s=0.2)
+    try:
+        reader, writer = await connect(server)
+        frame = request(SLOW_API, 5, 3)
+        writer.write(frame[:5])
+        assert not await closed_by_proxy(reader, within=0.6)  # three stall timeouts
+        assert server.budget.used == 5
+        writer.write(frame[5:])
+        assert await read_response(reader) == (3, b"ok")
+    finally:
+        await server.shutdown()

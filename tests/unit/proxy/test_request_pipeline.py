@@ -253,3 +253,25 @@ def test_an_oversized_frame_is_refused_before_it_is_buffered() -> None:
     [close] = p.client_data(struct.pack(">i", 4097))
     assert isinstance(close, CloseConnection) and close.reason == "bad frame size"
     assert p.pending_bytes == 0
+
+
+def test_buffered_bytes_counts_partial_frames_held_requests_and_queued_replies() -> None:
+    pending = Pending()
+    slow = Scripted(CREATE_TOPICS, lambda ctx: pending)
+    p = pipeline(slow, Scripted(LIST_OFFSETS, lambda ctx: Answer(b"x" * 100)))
+    held, partial = request(LIST_OFFSETS, 2), request(FETCH, 3)
+    actions = p.client_data(request(CREATE_TOPICS, 1) + held + partial[:10])
+    wait = next(a for a in actions if isinstance(a, AwaitDecision))
+    assert inspect.iscoroutine(wait.pending)
+    wait.pending.close()
+    assert p.buffered_bytes == len(held) + 10
+    # The decision releases the held request: its proxy-made reply waits behind response 1.
+    p.decided(wait.ctx, Forward())
+    reply = framed(response_header(2, LIST_OFFSETS, 5), b"x" * 100)
+    assert p.buffered_bytes == len(reply) + 10
+    out = p.broker_data(response(CREATE_TOPICS, 1) + response(FETCH, 3)[:7])
+    assert to_client(out) == response(CREATE_TOPICS, 1) + reply
+    assert p.buffered_bytes == 10 + 7
+    p.client_data(partial[10:])
+    p.broker_data(response(FETCH, 3)[7:])
+    assert p.buffered_bytes == 0
