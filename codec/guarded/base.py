@@ -53,6 +53,19 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class Denial:
+    """Why an entry is answered here: a policy violation by default, or another Kafka error.
+
+    `name` is the topic's name where the client named it by id only and the proxy resolved
+    it, so that the answer carries it as a broker's would.
+    """
+
+    message: str
+    error_code: ErrorCode | None = None  # None: POLICY_VIOLATION, or the legacy code
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SplitPlan:
     """The outcome of a split: what to forward, and how to put the answer back together."""
 
@@ -139,9 +152,12 @@ class GuardedApi(ABC):
         return items
 
     def split(
-        self, request: Any, denied: Mapping[int, str], legacy_error_code: int = -1
+        self, request: Any, denied: Mapping[int, str | Denial], legacy_error_code: int = -1
     ) -> SplitPlan:
-        """Remove the denied topics (and their duplicates) and prepare their synthetic results."""
+        """Remove the denied topics (and their duplicates) and prepare their synthetic results.
+
+        A plain message denies an entry as a policy violation; a `Denial` may name another code.
+        """
         version = int(request.__version__)
         entries = self.entries(request)
         bad = sorted(
@@ -150,10 +166,11 @@ class GuardedApi(ABC):
         if bad:
             raise ValueError(f"denied indexes {bad} are not topic entries of this request")
         keys = [self.key(entry) for entry in entries]
-        messages: dict[Hashable, str] = {}
+        denials: dict[Hashable, Denial] = {}
         for index in sorted(denied):
-            messages.setdefault(keys[index], denied[index])
-        expanded = {i: messages[k] for i, k in enumerate(keys) if k in messages}
+            reason = denied[index]
+            denials.setdefault(keys[index], Denial(reason) if isinstance(reason, str) else reason)
+        expanded = {i: denials[k] for i, k in enumerate(keys) if k in denials}
         refused = {
             i: reason for i, reason in self.refused_locally(keys).items() if i not in expanded
         }
@@ -162,8 +179,11 @@ class GuardedApi(ABC):
             slots = tuple(Slot(key) for key in keys)
             return SplitPlan(self.api_key, version, request, request, none, slots, none)
 
-        def deny(message: str) -> ErrorChoice:
-            return lambda holder: violation(holder, message, legacy_error_code)
+        def deny(denial: Denial) -> ErrorChoice:
+            if denial.error_code is None:
+                return lambda holder: violation(holder, denial.message, legacy_error_code)
+            code = denial.error_code
+            return lambda holder: (code, denial.message if has_error_message(holder) else None)
 
         def refuse(reason: str) -> ErrorChoice:
             return lambda holder: (
@@ -171,7 +191,7 @@ class GuardedApi(ABC):
                 reason if has_error_message(holder) else None,
             )
 
-        answered = {i: deny(m) for i, m in expanded.items()}
+        answered = {i: deny(d) for i, d in expanded.items()}
         answered.update((i, refuse(r)) for i, r in refused.items())
         copies: dict[Hashable, list[int]] = {}
         for index in answered:
@@ -183,9 +203,10 @@ class GuardedApi(ABC):
             if error is None:
                 slot_list.append(Slot(key))
             elif self.answers_each_copy:
-                slot_list.append(Slot(key, self.synthetic(result_cls, [entry], error)))
+                group = [self.resolved(entry, expanded.get(index))]
+                slot_list.append(Slot(key, self.synthetic(result_cls, group, error)))
             elif copies[key][0] == index:
-                group = [entries[i] for i in copies[key]]
+                group = [self.resolved(entries[i], expanded.get(i)) for i in copies[key]]
                 slot_list.append(Slot(key, self.synthetic(result_cls, group, error)))
 
         kept = tuple(e for i, e in enumerate(entries) if i not in answered)
@@ -194,7 +215,7 @@ class GuardedApi(ABC):
             api_version=version,
             request=request,
             forward=self.with_entries(request, kept) if kept else None,
-            denied=MappingProxyType(expanded),
+            denied=MappingProxyType({i: d.message for i, d in expanded.items()}),
             slots=tuple(slot_list),
             refused=MappingProxyType(refused),
         )
@@ -262,6 +283,10 @@ class GuardedApi(ABC):
         """Whether an entry is a topic (the policy's business) rather than another resource."""
         return True
 
+    def changes_broker_configs(self, request: Any) -> bool:
+        """Whether the request changes a broker's (or the cluster-wide default) configs."""
+        return False
+
     @abstractmethod
     def key(self, entry: Any) -> Hashable:
         """What identifies an entry for duplicates and for finding its result."""
@@ -269,6 +294,10 @@ class GuardedApi(ABC):
     @abstractmethod
     def result_keys(self, result: Any) -> tuple[Hashable, ...]:
         """The keys under which a broker result can answer an entry."""
+
+    def resolved(self, entry: Any, denial: Denial | None) -> Any:
+        """The entry as its answer names it: with the resolved name where it had only an id."""
+        return entry
 
     def refused_locally(self, keys: Sequence[Hashable]) -> dict[int, str]:
         """Entries to answer with INVALID_REQUEST without the broker (index -> reason)."""

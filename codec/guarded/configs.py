@@ -11,6 +11,7 @@ from codec.guarded.base import ErrorChoice, GuardedApi, build
 from codec.topic_view import AlterConfigsItem, ConfigOp, IncrementalAlterConfigsItem
 
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 # ConfigAdminManager.preprocess's own words for a repeated resource.
 DUPLICATE_RESOURCE = "Each resource must appear at most once."
 CONFIG_OPS: dict[int, ConfigOp] = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
@@ -27,6 +28,10 @@ class _ConfigResources(GuardedApi):
     def is_topic(self, entry: Any) -> bool:
         """Only topic resources are policed; broker, logger and others pass through."""
         return entry.resource_type == TOPIC_RESOURCE  # type: ignore[no-any-return]
+
+    def changes_broker_configs(self, request: Any) -> bool:
+        """Whether any resource is a broker (a name) or the cluster-wide default (empty name)."""
+        return any(e.resource_type == BROKER_RESOURCE for e in self.entries(request))
 
     def key(self, entry: Any) -> Hashable:
         """(resource type, resource name), as the broker keys resources."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
-from codec.guarded.base import ErrorChoice, GuardedApi, build
+from codec.guarded.base import Denial, ErrorChoice, GuardedApi, build
 from codec.topic_view import DeleteTopicItem
 
 TOPIC_IDS_VERSION = 6
@@ -47,6 +48,12 @@ class DeleteTopics(GuardedApi):
         if topic_id is not None:
             keys.append(("id", topic_id))
         return tuple(keys) or (("none",),)
+
+    def resolved(self, entry: Any, denial: Denial | None) -> Any:
+        """A v6 entry named by id alone, with the name the proxy resolved it to."""
+        if isinstance(entry, str) or entry.name is not None or denial is None or not denial.name:
+            return entry
+        return dataclasses.replace(entry, name=denial.name)
 
     def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:
         """An error result naming the topic as the client did."""
