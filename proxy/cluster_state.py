@@ -151,18 +151,58 @@ class ClusterStateReader:
 
     def invalidate(self, topic: str) -> None:
         """Forget what is cached about `topic` and the all-topics facts (it was just changed)."""
+        self._forget(("topic", topic), topic=topic)
+
+    def deleted(self, topic: str | None, topic_id: str | None) -> None:
+        """The broker deleted this topic: until the entries expire, it is known to be absent.
+
+        Another broker may still show it for a moment (metadata propagates), so a read now
+        could bring it back; what the proxy itself just did is the better fact.
+        """
+        keys: list[Key] = []
+        if topic is not None:
+            self._forget(("topic", topic), topic=topic)
+            keys.append(("topic", topic))
+        if topic_id is not None:
+            self._forget(("id", topic_id), topic_id=topic_id)
+            keys.append(("id", topic_id))
+        expires = asyncio.get_running_loop().time() + self._ttl
+        for key in keys:
+            self._cache[key] = (expires, None)
+
+    def forget_ids(self, topic_ids: Iterable[str]) -> None:
+        """Forget what is cached about these topic ids, so that the next read asks the cluster."""
+        for topic_id in topic_ids:
+            self._forget(("id", topic_id))
+
+    def invalidate_broker_defaults(self) -> None:
+        """Forget the broker default configs (a broker config was just changed)."""
+        self._forget(_DEFAULTS)
+
+    def _forget(self, key: Key, topic: str | None = None, topic_id: str | None = None) -> None:
+        """Drop `key`, every entry holding the topic named or identified, and the aggregates."""
         self._epoch += 1
+        changed = topic is not None or topic_id is not None
+
+        def holds(value: Any) -> bool:
+            return isinstance(value, TopicState) and (
+                value.name == topic or (topic_id is not None and str(value.topic_id) == topic_id)
+            )
+
         stale = [
-            key
-            for key, (_, value) in self._cache.items()
-            if key in (_ALL, ("topic", topic))
-            or (isinstance(value, TopicState) and value.name == topic)
+            k
+            for k, (_, value) in self._cache.items()
+            if k == key or (changed and (k == _ALL or holds(value)))
         ]
-        for key in stale:
-            del self._cache[key]
-        # Callers arriving from now on must not join a fetch that started before the change.
-        for key in [k for k in self._inflight if k in (_ALL, ("topic", topic)) or k[0] == "id"]:
-            del self._inflight[key]
+        for k in stale:
+            del self._cache[k]
+        # Callers arriving from now on must not join a fetch that started before the change;
+        # an id lookup in flight may resolve to the changed topic.
+        doomed = [
+            k for k in self._inflight if k == key or (changed and (k == _ALL or k[0] == "id"))
+        ]
+        for k in doomed:
+            del self._inflight[k]
 
     async def close(self) -> None:
         """Cancel in-flight fetches and close the connection."""

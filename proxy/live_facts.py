@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from policy.engine import CompiledPolicy
@@ -9,12 +10,20 @@ from policy.judge import NO_FACTS, FactQuery, Facts, Judgement, Verdict
 from policy.model import TopicRequest
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 
+# Pauses between fresh reads of a topic id nothing resolves: a topic just created reaches
+# every broker's metadata within a moment, so about 0.75 s in all before the proxy answers
+# UNKNOWN_TOPIC_ID itself.
+RESOLVE_RETRY_S = (0.0, 0.05, 0.1, 0.2, 0.4)
+
 
 class LiveFacts:
     """Reads the facts a judgement asks for from the cluster; raises ClusterStateUnavailable."""
 
-    def __init__(self, reader: ClusterStateReader) -> None:
+    def __init__(
+        self, reader: ClusterStateReader, resolve_retry_s: Sequence[float] = RESOLVE_RETRY_S
+    ) -> None:
         self._reader = reader
+        self._resolve_retry_s = tuple(resolve_retry_s)
 
     async def read(self, query: FactQuery) -> Facts:
         """The facts for the query, every one of them folded into the requests."""
@@ -26,14 +35,42 @@ class LiveFacts:
     async def judge(
         self, policy: CompiledPolicy, requests: Sequence[TopicRequest]
     ) -> list[Verdict]:
-        """Judge a batch with the one judge; unreadable facts deny it (fail closed)."""
+        """Judge a batch with the one judge; unreadable facts deny it (fail closed).
+
+        A topic id nothing resolves is read again from the cluster, bypassing the cache, a
+        few times over a short while; if it is still unknown its verdict stays undecided.
+        """
         judgement = Judgement(policy, requests)
         try:
-            facts = await self.read(judgement.query)
+            verdicts = judgement.decide(await self.read(judgement.query))
+            for pause in self._resolve_retry_s:
+                unknown = unresolved_ids(verdicts)
+                if not unknown:
+                    break
+                await asyncio.sleep(pause)
+                self._reader.forget_ids(unknown)
+                verdicts = judgement.decide(await self.read(judgement.query))
         except ClusterStateUnavailable as exc:
             return judgement.unavailable(str(exc))
-        return judgement.decide(facts)
+        return verdicts
 
     def invalidate(self, topic: str) -> None:
         """The proxy forwarded a change to this topic: the next read must not use the cache."""
         self._reader.invalidate(topic)
+
+    def deleted(self, topic: str | None, topic_id: str | None) -> None:
+        """The broker deleted this topic: it is known to be absent (by name and by id)."""
+        self._reader.deleted(topic, topic_id)
+
+    def invalidate_broker_defaults(self) -> None:
+        """The proxy forwarded a broker config change: re-read the defaults next time."""
+        self._reader.invalidate_broker_defaults()
+
+
+def unresolved_ids(verdicts: Sequence[Verdict]) -> list[str]:
+    """The topic ids of undecided verdicts that name no known topic."""
+    return [
+        v.request.topic_id
+        for v in verdicts
+        if v.decision is None and not v.request.name and v.request.topic_id is not None
+    ]

@@ -2,7 +2,9 @@
 
 The broker creates a topic a Metadata request names when auto-creation is on. Each topic it
 would create is judged as a create; if any is denied, the request reaches the broker with
-auto-creation off, so the client sees the topic as unknown.
+auto-creation off, so the client sees the topic as unknown; so does a request whose topics
+all exist (nothing is to be created). A topic the proxy has just seen deleted is known to be
+absent (the cluster-state cache), so its re-creation is judged too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ from typing import Any
 
 import structlog
 
-from codec.metadata_request import decode_metadata_request, metadata_topics, without_auto_create
+from codec.metadata_request import (
+    AUTO_CREATE_FLAG_VERSION,
+    decode_metadata_request,
+    metadata_topics,
+    without_auto_create,
+)
 from codec.registry import encode
 from policy.builders import create_request
 from policy.engine import CompiledPolicy
@@ -68,15 +75,30 @@ class AutoCreateGuardFilter(Filter):
             return _without_auto_create(ctx, request)
         missing = [name for name in dict.fromkeys(names) if facts.cluster.topic(name) is None]
         if not missing:
-            return Forward()
+            # Nothing is to be created: with auto-creation off, a topic deleted meanwhile
+            # cannot come back unjudged.
+            if request.__version__ < AUTO_CREATE_FLAG_VERSION:
+                return Forward()
+            return _without_auto_create(ctx, request)
         principal = policy_principal(ctx)
         verdicts = await self._facts.judge(
             policy, [create_request(name, principal=principal) for name in missing]
         )
         self._recorder.record(ctx, policy.revision, verdicts)
         if all(v.decision is None or v.decision.allowed for v in verdicts):
-            return Forward()
+            return Forward(self._created(missing))
         return _without_auto_create(ctx, request)
+
+    def _created(self, names: Sequence[str]) -> Callable[[bytes], bytes]:
+        """The response hook: the broker may have just created these, so forget them."""
+        facts = self._facts
+
+        def after(body: bytes) -> bytes:
+            for name in names:
+                facts.invalidate(name)
+            return body
+
+        return after
 
 
 def _without_auto_create(ctx: RequestContext, request: Any) -> ForwardModified:

@@ -1,22 +1,34 @@
 """Topic policy filter: each topic of a guarded admin request is judged before the broker sees it.
 
-Denied topics get synthetic results; the allowed ones go on as a reduced request, and the
-broker's response is merged with the synthetic results in the original order.
+Denied topics get synthetic results; so do topic ids the proxy cannot resolve (answered
+UNKNOWN_TOPIC_ID, as a broker answers an id it does not know). The allowed ones go on as a
+reduced request, and the broker's response is merged with the synthetic results in the
+original order. What the broker then changed is dropped from the cluster-state cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from codec.guarded import GUARDED_API_KEYS, GuardedApi, SplitPlan, guarded_api
+import structlog
+from kio.schema.errors import ErrorCode
+
+from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, SplitPlan, guarded_api
 from codec.registry import encode
-from codec.topic_view import AnyTopicItem
+from codec.topic_view import AnyTopicItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
 from proxy.decision_recorder import DecisionRecorder
 from proxy.filter import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
 from proxy.framing import framed
 from proxy.live_facts import LiveFacts
 from proxy.topic_requests import policy_principal, topic_request
+
+log = structlog.get_logger("proxy.enforcement")
+
+DELETE_TOPICS = 20
+# A name and an id in one entry could name two topics, and only one would be judged.
+NAME_AND_ID = Denial("You may not specify both topic name and topic id.", ErrorCode.invalid_request)
 
 
 class TopicPolicyFilter(Filter):
@@ -47,44 +59,90 @@ class TopicPolicyFilter(Filter):
         policy = self._policy()
         validate_only = bool(getattr(request, "validate_only", False))
         if policy is None or not items:
-            return Forward(self._invalidating(items, validate_only))
+            names = [item.topic for item in items if item.topic is not None]
+            return Forward(
+                self._after(ctx, api, request, plan=None, names=names, validate_only=validate_only)
+            )
         principal = policy_principal(ctx)
+        denied: dict[int, str | Denial] = {i.index: NAME_AND_ID for i in items if _name_and_id(i)}
+        judged = [item for item in items if item.index not in denied]
         verdicts = await self._facts.judge(
-            policy, [topic_request(item, principal, validate_only) for item in items]
+            policy, [topic_request(item, principal, validate_only) for item in judged]
         )
         self._recorder.record(ctx, policy.revision, verdicts)
-        denied = {
-            item.index: verdict.decision.message
-            for item, verdict in zip(items, verdicts, strict=True)
-            if verdict.decision is not None and not verdict.decision.allowed
-        }
+        for item, verdict in zip(judged, verdicts, strict=True):
+            if verdict.decision is None:
+                # Never forwarded: the broker might know an id the proxy cannot judge.
+                reason = verdict.reason or "the topic id names no known topic"
+                log.info("unknown topic id answered", conn=ctx.connection_id, reason=reason)
+                denied[item.index] = Denial(reason, ErrorCode.unknown_topic_id)
+            elif not verdict.decision.allowed:
+                name = verdict.request.name or None
+                denied[item.index] = Denial(verdict.decision.message, name=name)
         plan = api.split(request, denied, self._legacy_error_code)
-        passed = [item for item in items if item.index not in plan.denied]
+        names = [
+            verdict.request.name
+            for item, verdict in zip(judged, verdicts, strict=True)
+            if item.index not in plan.denied and verdict.request.name
+        ]
         if plan.forward is None:
             return Answer(api.merge(plan, None))
         if plan.forward is request:
-            return Forward(self._invalidating(passed, validate_only))
+            return Forward(
+                self._after(ctx, api, request, plan=None, names=names, validate_only=validate_only)
+            )
         reduced = framed(ctx.frame[4:offset], encode(plan.forward))
-        return ForwardModified(reduced, self._invalidating(passed, validate_only, api, plan, ctx))
+        hook = self._after(
+            ctx, api, plan.forward, plan=plan, names=names, validate_only=validate_only
+        )
+        return ForwardModified(reduced, hook)
 
-    def _invalidating(
+    def _after(
         self,
-        items: Collection[AnyTopicItem],
+        ctx: RequestContext,
+        api: GuardedApi,
+        forwarded: Any,
+        *,
+        plan: SplitPlan | None,
+        names: Sequence[str],
         validate_only: bool,
-        api: GuardedApi | None = None,
-        plan: SplitPlan | None = None,
-        ctx: RequestContext | None = None,
     ) -> Callable[[bytes], bytes]:
+        """The response hook: forget what the broker changed, then merge a split answer."""
         facts = self._facts
+        version = ctx.api_version
+        broker_configs = api.changes_broker_configs(forwarded)
 
         def after(body: bytes) -> bytes:
+            response = None
+            if plan is not None or ctx.api_key == DELETE_TOPICS:
+                response = api.decode_response(version, body)
             if not validate_only:
-                # The broker may have changed these topics: the next decision must re-read them.
-                for item in items:
-                    if item.topic is not None:
-                        facts.invalidate(item.topic)
-            if api is None or plan is None or ctx is None:
-                return body
-            return api.merge(plan, api.decode_response(ctx.api_version, body))
+                # The broker may have changed these: the next decision must re-read them.
+                for name in names:
+                    facts.invalidate(name)
+                if broker_configs:
+                    facts.invalidate_broker_defaults()
+                if response is not None and ctx.api_key == DELETE_TOPICS:
+                    _forget_deleted(facts, response)
+            return body if plan is None else api.merge(plan, response)
 
         return after
+
+
+def _forget_deleted(facts: LiveFacts, response: Any) -> None:
+    """Topics the broker deleted are known to be absent, by name and by id."""
+    for result in response.responses:
+        topic_id = getattr(result, "topic_id", None)
+        if result.error_code is ErrorCode.none:
+            facts.deleted(result.name, None if topic_id is None else str(topic_id))
+        elif result.name is not None:
+            facts.invalidate(result.name)
+
+
+def _name_and_id(item: AnyTopicItem) -> bool:
+    return (
+        isinstance(item, DeleteTopicItem)
+        and item.topic is not None
+        and item.topic_id is not None
+        and item.topic_id.int != 0
+    )

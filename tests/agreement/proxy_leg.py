@@ -2,7 +2,8 @@
 the proxy's own filter chain, with the cluster served by an in-memory reader.
 
 The decisions are read from the decision records the proxy writes, as an operator would; a
-topic the proxy leaves undecided (an unknown topic id) must reach the broker unchanged.
+topic the judge leaves undecided (an unknown topic id) must never reach the broker: the proxy
+answers it UNKNOWN_TOPIC_ID itself.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from codec.header import peek_request_header, request_header
-from codec.registry import encode, request_class
+from codec.registry import decode_exact, encode, request_class, response_class
 from policy.cluster import InMemoryCluster
 from policy.model import ConfigOp
 from policy.scenario import (
@@ -29,7 +32,7 @@ from policy.scenario import (
     RequestSpec,
 )
 from proxy.decision_recorder import DecisionRecorder
-from proxy.filter import Forward, RequestContext
+from proxy.filter import Answer, RequestContext
 from proxy.filters.assembly import proxy_chain
 from proxy.framing import framed
 from tests.agreement.entry_points import Outcomes, Setting
@@ -110,8 +113,10 @@ async def _run(setting: Setting) -> Outcomes:
             rules = tuple(v["rule"] for v in record["violations"])
             results[index] = (record["topic"], record["decision"], rules)
         elif isinstance(spec, DeleteTopicsSpec) and spec.topics[0].topic_id is not None:
-            # Undecided: the proxy forwards it for the broker to answer.
-            assert isinstance(verdict, Forward), verdict
+            # Undecided: the proxy answers it, as a broker answers an id it does not know.
+            assert isinstance(verdict, Answer), verdict
+            (answer,) = decode_exact(response_class(20, 6), verdict.body).responses
+            assert answer.error_code is ErrorCode.unknown_topic_id, answer
             results[index] = ("", None, ())
     return results
 

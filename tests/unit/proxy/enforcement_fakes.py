@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,9 @@ class FakeReader:
         self.unavailable = False
         self.asked: list[tuple[frozenset[Fact], frozenset[str]]] = []
         self.invalidated: list[str] = []
+        self.deleted_topics: list[tuple[str | None, str | None]] = []
+        self.forgotten_ids: list[str] = []
+        self.defaults_invalidated = 0
 
     async def snapshot(
         self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
@@ -38,10 +41,19 @@ class FakeReader:
     def invalidate(self, topic: str) -> None:
         self.invalidated.append(topic)
 
+    def deleted(self, topic: str | None, topic_id: str | None) -> None:
+        self.deleted_topics.append((topic, topic_id))
 
-def live_facts(reader: FakeReader) -> LiveFacts:
-    """LiveFacts over the fake reader."""
-    return LiveFacts(reader)  # type: ignore[arg-type]
+    def forget_ids(self, topic_ids: Collection[str]) -> None:
+        self.forgotten_ids.extend(topic_ids)
+
+    def invalidate_broker_defaults(self) -> None:
+        self.defaults_invalidated += 1
+
+
+def live_facts(reader: FakeReader, resolve_retry_s: Sequence[float] = (0.0,)) -> LiveFacts:
+    """LiveFacts over the fake reader; an unknown id is re-read once, without a pause."""
+    return LiveFacts(reader, resolve_retry_s)  # type: ignore[arg-type]
 
 
 class Records:

@@ -362,3 +362,65 @@ async def test_a_connection_the_broker_closed_is_replaced_once(
         await reader.close()
     assert cluster.broker_count() == 1
     assert broker.connections == 2
+
+
+async def test_a_deleted_topic_is_known_absent_by_name_and_by_id(
+    brokers: Callable[..., Any],
+) -> None:
+    broker = await brokers(answers())
+    reader = ClusterStateReader([broker.address], ttl_s=60)
+    try:
+        found = await reader.snapshot({Fact.TOPIC_STATE}, topics=["orders"])
+        assert found.topic("orders") is not None
+        asked = len(broker.requests)
+        reader.deleted("orders", str(TOPIC_ID))
+        # The broker still shows it (as one that has not applied the delete yet would).
+        by_name = await reader.snapshot({Fact.TOPIC_STATE}, topics=["orders"])
+        by_id = await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+    finally:
+        await reader.close()
+    assert by_name.topic("orders") is None
+    assert by_id.topic_by_id(str(TOPIC_ID)) is None
+    assert len(broker.requests) == asked
+
+
+async def test_a_forgotten_id_is_read_from_the_cluster_again(
+    brokers: Callable[..., Any],
+) -> None:
+    created = False
+    unknown = encode(metadata(ErrorCode.unknown_topic_id))
+
+    def script(key: int) -> bytes | None:
+        if key == 3 and not created:
+            return unknown
+        return answers()(key)
+
+    broker = await brokers(script)
+    reader = ClusterStateReader([broker.address], ttl_s=60)
+    try:
+        before = await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+        created = True
+        cached = await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+        reader.forget_ids([str(TOPIC_ID)])
+        after = await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+    finally:
+        await reader.close()
+    assert before.topic_by_id(str(TOPIC_ID)) is None
+    assert cached.topic_by_id(str(TOPIC_ID)) is None
+    state = after.topic_by_id(str(TOPIC_ID))
+    assert state is not None and state.name == "orders"
+
+
+async def test_invalidating_a_topic_drops_an_id_entry_that_resolved_to_it(
+    brokers: Callable[..., Any],
+) -> None:
+    broker = await brokers(answers())
+    reader = ClusterStateReader([broker.address], ttl_s=60)
+    try:
+        await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+        asked = len(broker.requests)
+        reader.invalidate("orders")
+        await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+    finally:
+        await reader.close()
+    assert broker.requests[asked:] == [3, 32]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from policy.builders import incremental_alter_configs_request
+from policy.builders import delete_topic_request, incremental_alter_configs_request
 from policy.cluster import InMemoryCluster
 from policy.loader import load_policy
 from policy.model import ConfigMap, Fact, Principal, TopicState
@@ -90,3 +90,48 @@ async def test_a_policy_that_needs_no_facts_reads_nothing() -> None:
     [verdict] = await live(reader).judge(policy, [request])
     assert verdict.decision is not None and verdict.decision.allowed
     assert reader.asked == []
+
+
+class CreatedLater(FakeReader):
+    """A reader whose cluster shows the topic only once its id has been re-read `after` times."""
+
+    def __init__(self, cluster: InMemoryCluster, after: int) -> None:
+        super().__init__(InMemoryCluster())
+        self.later, self.after, self.forgotten = cluster, after, 0
+
+    def forget_ids(self, topic_ids: Collection[str]) -> None:
+        self.forgotten += 1
+        if self.forgotten >= self.after:
+            self.cluster = self.later
+
+
+PROTECTED = InMemoryCluster((TopicState("protected.orders", "0f6c9a1e", 1, 1),))
+PROTECTING = load_policy(
+    """
+version: 1
+rules:
+  - name: protected
+    match: {topic: 'protected\\..+', actions: [delete]}
+    deny: true
+"""
+)
+
+
+async def test_an_id_created_a_moment_ago_is_resolved_by_a_fresh_read() -> None:
+    reader = CreatedLater(PROTECTED, after=2)
+    facts = LiveFacts(reader, (0.0, 0.0, 0.0))  # type: ignore[arg-type]
+    request = delete_topic_request(None, "0f6c9a1e", principal=ALICE)
+    [verdict] = await facts.judge(PROTECTING, [request])
+    assert verdict.decision is not None and not verdict.decision.allowed
+    assert verdict.request.name == "protected.orders"
+    assert reader.forgotten == 2
+
+
+async def test_an_id_still_unknown_after_the_retries_stays_undecided() -> None:
+    reader = CreatedLater(PROTECTED, after=4)
+    facts = LiveFacts(reader, (0.0, 0.0, 0.0))  # type: ignore[arg-type]
+    request = delete_topic_request(None, "0f6c9a1e", principal=ALICE)
+    [verdict] = await facts.judge(PROTECTING, [request])
+    assert verdict.decision is None
+    assert reader.forgotten == 3
+    assert len(reader.asked) == 4

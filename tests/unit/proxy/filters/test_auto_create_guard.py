@@ -68,17 +68,22 @@ async def test_a_denied_creation_goes_on_with_auto_creation_off(records: Records
     assert decisions == {"Bad_Name": "denied", "team.ok": "allowed"}
 
 
-async def test_allowed_creations_go_on_unchanged(records: Records) -> None:
-    verdict = await guard(FakeReader(), records, metadata("team.ok"))
-    assert verdict == Forward()
+async def test_allowed_creations_go_on_unchanged_and_are_then_re_read(records: Records) -> None:
+    reader = FakeReader()
+    verdict = await guard(reader, records, metadata("team.ok"))
+    assert isinstance(verdict, Forward) and verdict.hook is not None
     assert [r["decision"] for r in records.read()] == ["allowed"]
+    assert verdict.hook(b"answer") == b"answer"
+    assert reader.invalidated == ["team.ok"]
 
 
-async def test_existing_topics_are_not_judged(records: Records) -> None:
+async def test_existing_topics_are_not_judged_and_cannot_be_created(records: Records) -> None:
     existing = TopicState(name="Bad_Name", partitions=1, replication_factor=1)
     reader = FakeReader(InMemoryCluster(topics=(existing,)))
     verdict = await guard(reader, records, metadata("Bad_Name"))
-    assert verdict == Forward()
+    # Should the topic be deleted before the broker reads this, it is not re-created unjudged.
+    assert isinstance(verdict, ForwardModified)
+    assert not auto_create(verdict)
     assert records.read() == []
 
 

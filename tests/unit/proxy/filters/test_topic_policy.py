@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codec.registry import decode_exact, encode, request_class, response_class
+from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
+from policy.model import TopicState
 from proxy.filter import Answer, Forward, ForwardModified
 from proxy.filters.topic_policy import TopicPolicyFilter
 from tests.messages import build
@@ -29,6 +32,8 @@ rules:
 """
 )
 POLICY_VIOLATION = 44
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_ID = 100
 
 
 @pytest.fixture
@@ -138,3 +143,135 @@ async def test_without_a_policy_everything_is_forwarded_unjudged(records: Record
     )
     assert isinstance(verdict, Forward)
     assert reader.asked == [] and records.read() == []
+
+
+PROTECTING = load_policy(
+    """
+version: 1
+rules:
+  - name: protected
+    match: {topic: 'protected\\..+', actions: [delete]}
+    deny: true
+    message: protected topic
+"""
+)
+PROTECTED_ID = uuid.UUID("0f6c9a1e-3b0a-4a8e-9d51-2f9f7e3c1a01")
+OPEN_ID = uuid.UUID("5d2e7b44-1c9a-4f0e-8e2b-6a7c3d9f0b12")
+UNKNOWN_ID = uuid.UUID("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")
+CLUSTER = InMemoryCluster(
+    (
+        TopicState("protected.orders", str(PROTECTED_ID), 1, 1),
+        TopicState("open.orders", str(OPEN_ID), 1, 1),
+    )
+)
+
+
+def delete_by_id(*ids: uuid.UUID, names: tuple[str | None, ...] = ()) -> Any:
+    m = importlib.import_module(request_class(20, 6).__module__)
+    names = names or (None,) * len(ids)
+    topics = tuple(
+        build(m.DeleteTopicState, name=name, topic_id=i) for name, i in zip(names, ids, strict=True)
+    )
+    return build(m.DeleteTopicsRequest, topics=topics, timeout=30_000)
+
+
+def deleted(*results: tuple[str, uuid.UUID, int]) -> bytes:
+    m = importlib.import_module(response_class(20, 6).__module__)
+    responses = tuple(
+        build(m.DeletableTopicResult, name=n, topic_id=i, error_code=e, error_message=None)
+        for n, i, e in results
+    )
+    return encode(build(m.DeleteTopicsResponse, throttle_time=0, responses=responses))
+
+
+def delete_results(body: bytes) -> list[tuple[str | None, uuid.UUID | None, int]]:
+    response: Any = decode_exact(response_class(20, 6), body)
+    return [(r.name, r.topic_id, int(r.error_code)) for r in response.responses]
+
+
+async def test_an_unknown_topic_id_is_answered_by_the_proxy_never_forwarded(
+    records: Records,
+) -> None:
+    reader = FakeReader(CLUSTER)
+    f = TopicPolicyFilter(lambda: PROTECTING, live_facts(reader, (0.0, 0.0)), records.recorder, -1)
+    verdict = await f.on_request(context(20, 6, delete_by_id(UNKNOWN_ID)))
+    assert isinstance(verdict, Answer)
+    assert delete_results(verdict.body) == [(None, UNKNOWN_ID, UNKNOWN_TOPIC_ID)]
+    # Read afresh from the cluster twice more before answering, and nothing recorded.
+    assert reader.forgotten_ids == [str(UNKNOWN_ID)] * 2
+    assert records.read() == []
+
+
+async def test_a_denied_delete_by_id_answers_with_the_resolved_name(records: Records) -> None:
+    reader = FakeReader(CLUSTER)
+    f = TopicPolicyFilter(lambda: PROTECTING, live_facts(reader), records.recorder, -1)
+    ctx = context(20, 6, delete_by_id(PROTECTED_ID, UNKNOWN_ID, OPEN_ID))
+    verdict = await f.on_request(ctx)
+    assert isinstance(verdict, ForwardModified) and verdict.hook is not None
+    forwarded: Any = decode_exact(request_class(20, 6), verdict.frame, ctx.body_offset())
+    assert [t.topic_id for t in forwarded.topics] == [OPEN_ID]
+    merged = verdict.hook(deleted(("open.orders", OPEN_ID, 0)))
+    assert isinstance(merged, bytes)
+    assert delete_results(merged) == [
+        ("protected.orders", PROTECTED_ID, POLICY_VIOLATION),
+        (None, UNKNOWN_ID, UNKNOWN_TOPIC_ID),
+        ("open.orders", OPEN_ID, 0),
+    ]
+    [record] = [r for r in records.read() if r["decision"] == "denied"]
+    assert record["topic"] == "protected.orders"
+
+
+async def test_a_delete_by_id_the_broker_accepted_is_known_deleted(records: Records) -> None:
+    reader = FakeReader(CLUSTER)
+    f = TopicPolicyFilter(lambda: PROTECTING, live_facts(reader), records.recorder, -1)
+    verdict = await f.on_request(context(20, 6, delete_by_id(OPEN_ID)))
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    body = deleted(("open.orders", OPEN_ID, 0))
+    assert verdict.hook(body) == body
+    assert reader.invalidated == ["open.orders"]
+    assert reader.deleted_topics == [("open.orders", str(OPEN_ID))]
+
+
+async def test_a_delete_the_broker_refused_is_only_forgotten(records: Records) -> None:
+    reader = FakeReader(CLUSTER)
+    f = TopicPolicyFilter(lambda: PROTECTING, live_facts(reader), records.recorder, -1)
+    verdict = await f.on_request(context(20, 6, delete_by_id(OPEN_ID)))
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    verdict.hook(deleted(("open.orders", OPEN_ID, 41)))
+    assert reader.deleted_topics == []
+    assert set(reader.invalidated) == {"open.orders"}
+
+
+async def test_an_entry_with_a_name_and_an_id_is_refused(records: Records) -> None:
+    reader = FakeReader(CLUSTER)
+    f = TopicPolicyFilter(lambda: PROTECTING, live_facts(reader), records.recorder, -1)
+    request = delete_by_id(PROTECTED_ID, names=("open.orders",))
+    verdict = await f.on_request(context(20, 6, request))
+    assert isinstance(verdict, Answer)
+    assert delete_results(verdict.body) == [("open.orders", PROTECTED_ID, INVALID_REQUEST)]
+
+
+async def test_a_broker_config_change_drops_the_cached_broker_defaults(records: Records) -> None:
+    reader = FakeReader()
+    m = importlib.import_module(request_class(44, 1).__module__)
+    resource = build(
+        m.AlterConfigsResource,
+        resource_type=4,
+        resource_name="",
+        configs=(build(m.AlterableConfig, name="log.retention.ms", config_operation=0, value="1"),),
+    )
+    request = build(m.IncrementalAlterConfigsRequest, resources=(resource,), validate_only=False)
+    verdict = await topic_policy(reader, records).on_request(context(44, 1, request))
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    r = importlib.import_module(response_class(44, 1).__module__)
+    result = build(
+        r.AlterConfigsResourceResponse,
+        error_code=0,
+        error_message=None,
+        resource_type=4,
+        resource_name="",
+    )
+    verdict.hook(
+        encode(build(r.IncrementalAlterConfigsResponse, throttle_time=0, responses=(result,)))
+    )
+    assert reader.defaults_invalidated == 1
