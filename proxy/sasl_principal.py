@@ -120,6 +120,16 @@ class SaslPrincipalTracker:
         """Whether an exchange failed; the broker closes such connections and so should we."""
         return self._state is _State.FAILED
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether the broker has accepted credentials on this connection (a re-auth keeps it)."""
+        return self._authenticated and self._state is not _State.FAILED
+
+    @property
+    def state(self) -> str:
+        """Where the exchange stands, for logs: IDLE, HANDSHAKE_SENT, ..., FAILED."""
+        return self._state.name
+
     def handshake_request(
         self, request: handshake_v0.SaslHandshakeRequest | handshake_v1.SaslHandshakeRequest
     ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -11,9 +12,10 @@ from kio.schema.sasl_handshake import v1 as handshake_v1
 
 from codec.errors import CodecError
 from codec.registry import encode
-from proxy.filter import Forward, WithPrincipal
+from proxy.filter import Close, Forward, RequestContext, WithPrincipal
 from proxy.filters.principal_capture import PrincipalCaptureFilter
 from tests.unit.proxy.contexts import context, settle
+from tests.unit.proxy.enforcement_fakes import create_topics
 
 
 def handshake(
@@ -81,3 +83,46 @@ def test_a_sasl_message_out_of_order_is_refused() -> None:
     request = auth_v2.SaslAuthenticateRequest(auth_bytes=b"\0alice\0secret")
     with pytest.raises(CodecError, match="SASL"):
         capture.on_request(context(36, 2, request))
+
+
+def create_topic(conn: int, listener: str = "bootstrap") -> RequestContext:
+    ctx = context(19, 7, create_topics(("orders.v1", 1)), connection_id=conn)
+    return replace(ctx, listener=listener)
+
+
+def test_a_guarded_request_mid_exchange_closes_the_connection() -> None:
+    capture = PrincipalCaptureFilter()
+    capture.on_request(
+        context(17, 1, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"), connection_id=1)
+    )
+    verdict = capture.on_request(create_topic(1))
+    assert isinstance(verdict, Close)
+    assert verdict.reason == "sent before SASL authentication completed"
+    assert verdict.detail == "CreateTopics while the SASL exchange is HANDSHAKE_SENT"
+
+
+async def test_a_guarded_request_after_a_failed_exchange_closes_the_connection() -> None:
+    capture = PrincipalCaptureFilter()
+    handshake(capture, 1)
+    await authenticate(capture, 1, "alice", ErrorCode.sasl_authentication_failed)
+    assert isinstance(capture.on_request(create_topic(1)), Close)
+
+
+async def test_after_authentication_guarded_requests_go_on() -> None:
+    capture = PrincipalCaptureFilter()
+    handshake(capture, 1)
+    await authenticate(capture, 1, "alice")
+    assert capture.on_request(create_topic(1)) == Forward()
+
+
+def test_a_listener_that_accepted_sasl_refuses_connections_that_never_authenticated() -> None:
+    capture = PrincipalCaptureFilter()
+    assert capture.on_request(create_topic(2)) == Forward()
+    handshake(capture, 1)
+    verdict = capture.on_request(create_topic(2))
+    assert isinstance(verdict, Close)
+    assert verdict.detail == "CreateTopics while the SASL exchange is never started"
+    # Another listener has shown no SASL: its clients are not refused.
+    assert capture.on_request(create_topic(3, listener="broker-1")) == Forward()
+    metadata = replace(context(3, 12, connection_id=2), listener="bootstrap")
+    assert isinstance(capture.on_request(metadata), Close)
