@@ -1,0 +1,279 @@
+"""Memory and connection exhaustion, through the real proxy in front of the real cluster.
+
+A proxy with a small memory budget is attacked by many connections that each send most of a
+large frame and stall, and by connection floods over the per-listener cap. Its RSS is read from
+/proc; the broker is read directly, never only the proxy's answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import shutil
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from codec.registry import request_class
+from tests.integration.cluster_fixtures import TEST_POLICY
+from tests.integration.support import ProxyProcess
+from tests.messages import build, metadata_request
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.integration
+
+MIB = 1 << 20
+BUDGET = 8 * MIB
+MAX_FRAME = 4 * MIB
+STALL_S = 2.0
+ATTACKERS = 30
+FIT = BUDGET // (MAX_FRAME - 64 * 1024)  # stalled frames the budget holds without pressure
+# RSS may grow past the idle proxy's by the budget plus this: one socket read (256 KiB) per
+# connection that reads before it is paused, allocator slack, and the connections' objects.
+OVERHEAD = 24 * MIB
+PER_LISTENER = 40
+BOOTSTRAP_PORT = 30600
+NODE_PORT_BASE = 30610  # node N on 30610 + N
+
+
+@pytest.fixture(scope="module")
+def guarded(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+    """A proxy enforcing the test policy with an 8 MiB budget and a per-listener cap."""
+    workdir = tmp_path_factory.mktemp("guarded")
+    policy = workdir / "policy.yaml"
+    shutil.copy(TEST_POLICY, policy)
+    process = ProxyProcess(
+        workdir,
+        kafka.bootstrap_servers,
+        BOOTSTRAP_PORT,
+        NODE_PORT_BASE,
+        extra={
+            "policy": {"file": str(policy), "watch": False},
+            "limits": {
+                "max_buffered_bytes": BUDGET,
+                "max_frame_bytes": MAX_FRAME,
+                "stall_timeout_s": STALL_S,
+                "max_connections_per_listener": PER_LISTENER,
+                "max_connections": 3 * PER_LISTENER,
+            },
+        },
+    )
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def idle_rss(guarded: ProxyProcess) -> int:
+    """The proxy's RSS once warm, before any attack: every round is measured against it."""
+    served(BOOTSTRAP_PORT)  # every code path the attacks and the checks touch is loaded
+    return rss(guarded.process.pid)
+
+
+@pytest.fixture(scope="module")
+def direct(kafka: Any) -> AdminClient:
+    """An admin client on the brokers themselves."""
+    return AdminClient({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 3})
+
+
+def rss(pid: int) -> int:
+    """The process's resident set size, in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class PeakRss:
+    """Samples a process's RSS every 20 ms in a thread, keeping the peak."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = rss(pid)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss(self.pid))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def create_request(name: str) -> Any:
+    cls = request_class(19, 7)
+    module = importlib.import_module(cls.__module__)
+    topic = build(
+        module.CreatableTopic,
+        name=name,
+        num_partitions=1,
+        replication_factor=1,
+        assignments=(),
+        configs=(),
+    )
+    return build(cls, topics=(topic,), timeout=30_000, validate_only=False)
+
+
+def served(port: int) -> str:
+    """A fresh client gets Metadata answered and a CreateTopics judged; returns the denied name."""
+    client = WireClient("127.0.0.1", port, timeout=10)
+    try:
+        assert len(client.request(metadata_request(None)).brokers) == 3
+        denied = f"Bad_Name_{uuid.uuid4().hex[:8]}"  # the naming rule refuses it
+        response = client.request(create_request(denied))
+        assert [t.error_code.value for t in response.topics] == [44]
+        return denied
+    finally:
+        client.close()
+
+
+def absent_on_broker(direct: AdminClient, names: list[str]) -> None:
+    """After a fence (a topic created directly, so earlier changes are applied), none exist."""
+    fence = f"fence.{uuid.uuid4().hex[:8]}"
+    for future in direct.create_topics([NewTopic(fence, 1, 1)]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while fence not in (topics := set(direct.list_topics(timeout=30).topics)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert not set(names) & topics
+
+
+def stall_with_most_of_a_frame(port: int, together: threading.Barrier | None) -> socket.socket:
+    """Connect, send a frame's size and most of its body (all attackers at once), then stop."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(3)
+    if together is not None:
+        together.wait()
+    # A timeout: the proxy stopped reading, and the rest waits in the kernel.
+    with contextlib.suppress(OSError):
+        sock.sendall(struct.pack(">i", MAX_FRAME - 16) + b"\x00" * (MAX_FRAME - 64 * 1024))
+    return sock
+
+
+def closed_by_peer(sock: socket.socket, within: float) -> bool:
+    """Whether the peer closes the socket within `within` seconds (the proxy sends it nothing)."""
+    sock.settimeout(max(0.001, within))
+    try:
+        while sock.recv(65536):
+            pass
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def closed_until(
+    socks: list[socket.socket], at_most_open: int, within: float
+) -> list[socket.socket]:
+    """Poll until at most `at_most_open` of the sockets are still open; return those."""
+    still_open = list(socks)
+    deadline = time.monotonic() + within
+    while len(still_open) > at_most_open:
+        assert time.monotonic() < deadline, f"{len(still_open)} connections still open"
+        still_open = [s for s in still_open if not closed_by_peer(s, 0.001)]
+    return still_open
+
+
+def logged_close(proxy: ProxyProcess, sock: socket.socket, reason: str) -> bool:
+    port = sock.getsockname()[1]
+    return any(
+        f'"client": "127.0.0.1:{port}"' in line and reason in line
+        for line in proxy.log_text().splitlines()
+    )
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_stalled_large_frames_stay_within_the_budget(
+    guarded: ProxyProcess, direct: AdminClient, idle_rss: int, round_: int
+) -> None:
+    pid = guarded.process.pid
+    peak = PeakRss(pid)
+    socks: list[socket.socket] = []
+    lock = threading.Lock()
+    together = threading.Barrier(ATTACKERS)
+
+    def attack(port: int) -> None:
+        sock = stall_with_most_of_a_frame(port, together)
+        with lock:
+            socks.append(sock)
+
+    ports = [BOOTSTRAP_PORT, *(guarded.node_port(n) for n in (1, 2, 3))]
+    threads = [
+        threading.Thread(target=attack, args=(ports[i % len(ports)],)) for i in range(ATTACKERS)
+    ]
+    for thread in threads:
+        thread.start()
+    denied = []
+    try:
+        # Raced with the attack: fresh connections are served while it runs.
+        while any(t.is_alive() for t in threads):
+            denied.append(served(BOOTSTRAP_PORT))
+        for thread in threads:
+            thread.join()
+        assert "memory budget reached" in guarded.log_text()  # the attack did press
+        denied.append(served(guarded.node_port(1)))
+        # Stalled connections are closed until those left fit in the budget...
+        left = closed_until(socks, FIT, STALL_S + 20)
+        # ...and those go too, stalled longest, once someone else needs the memory.
+        presser = stall_with_most_of_a_frame(BOOTSTRAP_PORT, None)
+        socks.append(presser)
+        closed_until(left, 0, STALL_S + 20)
+        for sock in socks[:-1]:
+            assert logged_close(guarded, sock, "stalled while the memory budget is exhausted")
+    finally:
+        top = peak.stop()
+        for sock in socks:
+            sock.close()
+    grew = top - idle_rss
+    assert grew <= BUDGET + OVERHEAD, f"RSS grew {grew / MIB:.1f} MiB"
+    denied.append(served(BOOTSTRAP_PORT))
+    assert guarded.alive()
+    absent_on_broker(direct, denied)
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_connection_flood_is_capped_per_listener(
+    guarded: ProxyProcess, direct: AdminClient, round_: int
+) -> None:
+    flood = [socket.create_connection(("127.0.0.1", BOOTSTRAP_PORT)) for _ in range(150)]
+    try:
+        # Over the cap: accepted and closed at once. The rest stay open, idle.
+        still_open = closed_until(flood, PER_LISTENER, 10)
+        closed = [s for s in flood if s not in still_open]
+        assert still_open  # the cap admits, up to its number
+        assert not any(closed_by_peer(s, 0.001) for s in still_open)
+        assert any(
+            logged_close(guarded, s, "limits.max_connections_per_listener (40) reached")
+            for s in closed
+        )
+        # Another listener has its own cap: a fresh client is served there meanwhile.
+        denied = [served(guarded.node_port(2))]
+    finally:
+        for sock in flood:
+            sock.close()
+    # Once the flood is gone, the bootstrap listener serves again (its closes are seen late).
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            denied.append(served(BOOTSTRAP_PORT))
+            break
+        except (AssertionError, OSError, struct.error):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert guarded.alive()
+    absent_on_broker(direct, denied)
