@@ -59,6 +59,8 @@ def filled(cls: type[Any], error: ErrorCode, message: str, **given: Any) -> Any:
             values[name] = datetime.timedelta(0)
         elif isinstance(hint, type) and issubclass(hint, datetime.datetime):
             values[name] = _EPOCH
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            values[name] = filled(hint, error, message)
         else:
             values[name] = hint(0)
     return cls(**values)
