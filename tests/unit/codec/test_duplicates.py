@@ -134,9 +134,9 @@ def test_denied_delete_records_copies_answer_every_distinct_partition_once() -> 
     assert plan.forward is None
     (result,) = api.decode_response(2, api.merge(plan, None)).topics
     assert [(p.partition_index, p.low_watermark, p.error_code) for p in result.partitions] == [
-        (0, -1, -1),
-        (1, -1, -1),
-        (2, -1, -1),
+        (0, -1, 44),
+        (1, -1, 44),
+        (2, -1, 44),
     ]
 
 
