@@ -1,0 +1,38 @@
+"""The policy in force: a new file that enforces nothing is refused and the old policy stays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policy.loader import PolicyError
+from proxy.policy_source import PolicySource
+
+GUARD = "version: 1\nrules:\n  - {name: guard, deny: true}\n"
+
+
+@pytest.mark.parametrize(
+    "text", ["", "version: 1\nrules: []\n", "dry_run: true\n" + GUARD, "rules: [{name: a"]
+)
+def test_a_reload_that_would_disarm_keeps_the_policy_in_force(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(GUARD)
+    source = PolicySource(path)
+    before = source.load()
+    path.write_text(text)
+    assert source.reload() is False
+    assert source.current() is before
+    # The file is still read: a policy that enforces replaces the old one.
+    path.write_text(GUARD + "  - {name: second, deny: true}\n")
+    assert source.reload() is True
+    policy = source.current()
+    assert policy is not None and policy.rule_names == ("guard", "second")
+    source.close()
+
+
+def test_the_first_load_refuses_a_policy_that_enforces_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("")
+    with pytest.raises(PolicyError, match="set `enforce: nothing` at the top level"):
+        PolicySource(path).load()
