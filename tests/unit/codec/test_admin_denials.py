@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from codec.admin_denials import ANSWERABLE, denial_response, filled
 from codec.api_classes import CLUSTER_MUTATIONS
 from codec.api_versions import proxy_range
+from codec.errors import CodecError
 from codec.registry import decode_exact, encode, request_class, response_class
 from tests.messages import build
 
@@ -150,3 +151,19 @@ def test_top_level_error_everywhere_else(key: int, version: int) -> None:
 def test_apis_without_an_answer_are_refused() -> None:
     for key in CLUSTER_MUTATIONS - ANSWERABLE:
         assert denial_response(key, proxy_range(key)[0], b"", MESSAGE) is None  # type: ignore[index]
+
+
+def test_a_trailing_byte_still_gets_its_denial() -> None:
+    # librdkafka's AlterUserScramCredentials v0 ends with one byte the broker ignores.
+    m = _module(51, 0)
+    gone = build(m.ScramCredentialDeletion, name="bob", mechanism=2)
+    request = build(m.AlterUserScramCredentialsRequest, deletions=(gone,), upsertions=())
+    body = denial_response(51, 0, encode(request) + b"\x00", MESSAGE)
+    assert body is not None
+    (result,) = decode_exact(response_class(51, 0), body).results
+    assert (result.user, result.error_code.value) == ("bob", 31)
+
+
+def test_a_body_that_is_not_the_request_raises() -> None:
+    with pytest.raises(CodecError, match="AlterUserScramCredentials"):
+        denial_response(51, 0, b"\x05", MESSAGE)
