@@ -21,6 +21,7 @@ import struct
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,9 @@ class Fuzzer:
         self.answered = 0
         self.closed = 0
         self.hangs: list[list[bytes]] = []
-        self.inflight: dict[int, list[bytes]] = {}  # what a crash may have been caused by
+        # What a crash may have been caused by: the batches in flight, and those just closed.
+        self.inflight: dict[int, list[bytes]] = {}
+        self.recent: deque[list[bytes]] = deque(maxlen=256)
         self.connect_errors = 0
 
     def take(self, k: int) -> list[bytes]:
@@ -188,6 +191,7 @@ class Fuzzer:
             evaluated = min(len(batch), last + 1)
             self.done += evaluated
             self.closed += 1
+            self.recent.append(batch)
             self.retry += batch[evaluated:]
         except TimeoutError:
             self.hangs.append(batch)
@@ -285,7 +289,9 @@ async def fuzz(
         while not stop.is_set():
             proxy = proxies[-1]
             if not proxy.alive():
-                crashes.append([case for batch in fuzzer.inflight.values() for case in batch])
+                suspects = [*fuzzer.recent, *fuzzer.inflight.values()]
+                crashes.append([case for batch in suspects for case in batch])
+                fuzzer.recent.clear()
                 print(f"  proxy exited ({proxy.process.returncode}) after {fuzzer.done} cases")
                 if len(crashes) >= args.max_crashes:
                     stop.set()
