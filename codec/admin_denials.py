@@ -16,11 +16,9 @@ from types import ModuleType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
-from kio.serial.errors import SerialError
 
-from codec.errors import CodecError
-from codec.registry import decode_exact, encode, request_class, response_class
+from codec.prescan import decode_untrusted
+from codec.registry import encode, request_class, response_class
 
 CLUSTER_AUTHORIZATION_FAILED = ErrorCode(31)
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
@@ -170,17 +168,12 @@ _BUILDERS: dict[int, Build] = {
 ANSWERABLE = frozenset(_BUILDERS)
 
 
-def _lenient(cls: type[Any], body: bytes) -> Any:
-    """The request, trailing bytes allowed: librdkafka's AlterUserScramCredentials v0 ends with
-    one that brokers ignore. Safe here because a denied request is never forwarded."""
-    try:
-        return decode_exact(cls, body)
-    except CodecError as exact:
-        try:
-            value, _size = entity_reader(cls)(bytes(body), 0)
-        except (SerialError, ValueError, UnicodeDecodeError, OverflowError, KeyError):
-            raise exact from None  # not the message at all
-        return value
+def _request(cls: type[Any], body: bytes) -> Any:
+    """The request, pre-scanned (kio allocates a declared array length before reading it, so a
+    hostile count aborts the process) and with trailing bytes allowed: librdkafka's
+    AlterUserScramCredentials v0 ends with one that brokers ignore. Safe here because a denied
+    request is never forwarded."""
+    return decode_untrusted(cls, body, trailing_ok=True)
 
 
 def denial_response(
@@ -194,6 +187,6 @@ def denial_response(
     build = _BUILDERS.get(api_key)
     if build is None:
         return None
-    request = _lenient(request_class(api_key, api_version), body)
+    request = _request(request_class(api_key, api_version), body)
     module = importlib.import_module(response_class(api_key, api_version).__module__)
     return encode(build(module, request, error, message))

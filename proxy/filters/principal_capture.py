@@ -15,6 +15,7 @@ import structlog
 
 from codec.errors import CodecError, api_name
 from codec.guarded import GUARDED_API_KEYS
+from codec.prescan import decode_untrusted
 from codec.registry import decode_exact, request_class, response_class
 from codec.sasl import SaslError
 from proxy.filter import (
@@ -57,7 +58,7 @@ class PrincipalCaptureFilter(Filter):
         tracker = self._trackers.get(ctx.connection_id)
         if tracker is None:
             tracker = self._trackers[ctx.connection_id] = SaslPrincipalTracker()
-        request = decode_exact(request_class(key, version), ctx.frame, ctx.body_offset())
+        request = decode_untrusted(request_class(key, version), ctx.frame, ctx.body_offset())
         try:
             if key == SASL_HANDSHAKE:
                 tracker.handshake_request(request)

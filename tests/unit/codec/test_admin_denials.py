@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import typing
 from typing import Any
 
 import pytest
@@ -167,3 +168,25 @@ def test_a_trailing_byte_still_gets_its_denial() -> None:
 def test_a_body_that_is_not_the_request_raises() -> None:
     with pytest.raises(CodecError, match="AlterUserScramCredentials"):
         denial_response(51, 0, b"\x05", MESSAGE)
+
+
+def _has_arrays(key: int, version: int) -> bool:
+    hints = typing.get_type_hints(request_class(key, version))
+    return any("tuple" in str(hint) for hint in hints.values())
+
+
+@pytest.mark.parametrize(
+    "key",
+    [k for k in sorted(ANSWERABLE) if _has_arrays(k, (proxy_range(k) or (0, 0))[1])],
+)
+def test_a_hostile_array_count_is_refused_not_allocated(key: int) -> None:
+    # kio allocates a declared array length before reading it: a 5-byte count of ~4 billion
+    # aborted the whole proxy (found by bench/fuzz.py with UpdateFeatures v1).
+    span = proxy_range(key)
+    assert span is not None
+    version = span[1]
+    flexible_count = bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
+    legacy_count = b"\x7f\xff\xff\xff"
+    for body in (flexible_count, legacy_count, b"\x00\x00\x75\x30" + flexible_count):
+        with pytest.raises(CodecError):
+            denial_response(key, version, body + b"\x00" * 8, "denied")
