@@ -81,7 +81,8 @@ class Verdict:
     """One topic: the request as judged (facts folded in) and its decision.
 
     `decision` is None when the judge did not decide: a topic id naming no known topic (the
-    proxy lets the broker answer it), or facts the source never recorded (`reason` says which).
+    proxy answers it UNKNOWN_TOPIC_ID itself), or facts the source never recorded (`reason`
+    says which).
     """
 
     request: TopicRequest

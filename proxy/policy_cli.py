@@ -162,9 +162,9 @@ def _verdict_record(verdict: Verdict) -> dict[str, Any]:
 
 def _verdict_lines(verdict: Verdict) -> list[str]:
     if verdict.decision is None:
-        # The proxy forwards it unjudged: the broker answers (UNKNOWN_TOPIC_ID).
+        # The proxy judges nothing for it and answers UNKNOWN_TOPIC_ID itself.
         topic = verdict.request.name or verdict.request.topic_id
-        return [f"{topic}: NOT JUDGED, left to the broker ({verdict.reason})"]
+        return [f"{topic}: NOT JUDGED, answered UNKNOWN_TOPIC_ID ({verdict.reason})"]
     return _decision_lines(verdict.decision)
 
 

@@ -292,7 +292,7 @@ def test_delete_topics_by_id(
     outcomes = by_topic(clients[client].delete_topics_by_id([ids[protected], ids[plain], unknown]))
     assert_denied(outcomes[str(ids[protected])], "protected")
     assert outcomes[str(ids[plain])].ok
-    # An id the cluster does not know goes to the broker unchanged, which answers as usual.
+    # An id the cluster does not know is answered by the proxy, as the broker would answer it.
     assert outcomes[str(unknown)].error == "UNKNOWN_TOPIC_ID"
     assert wait_for(lambda: plain not in broker.topics())
     assert protected in broker.topics()
