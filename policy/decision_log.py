@@ -83,6 +83,30 @@ def policy_revision(text: str | bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
+def _head(
+    *,
+    time: str,
+    decision_id: str,
+    policy_revision: str,
+    cluster_id: str | None,
+    proxy_id: str,
+    conn: int,
+    client: str,
+) -> dict[str, Any]:
+    """The fields every record starts with: when, which schema, which decision, where."""
+    return {
+        "time": time,
+        "schema": SCHEMA_VERSION,
+        "event": EVENT_KIND,
+        "decision_id": decision_id,
+        "policy_revision": policy_revision,
+        "cluster_id": cluster_id,
+        "proxy_id": proxy_id,
+        "conn": conn,
+        "client": client,
+    }
+
+
 def decision_record(
     request: TopicRequest,
     decision: Decision,
@@ -100,15 +124,15 @@ def decision_record(
 ) -> dict[str, Any]:
     """One decision as a complete audit record (`time` is RFC 3339 UTC, microseconds)."""
     return {
-        "time": time,
-        "schema": SCHEMA_VERSION,
-        "event": EVENT_KIND,
-        "decision_id": decision_id,
-        "policy_revision": policy_revision,
-        "cluster_id": cluster_id,
-        "proxy_id": proxy_id,
-        "conn": conn,
-        "client": client,
+        **_head(
+            time=time,
+            decision_id=decision_id,
+            policy_revision=policy_revision,
+            cluster_id=cluster_id,
+            proxy_id=proxy_id,
+            conn=conn,
+            client=client,
+        ),
         "principal": request.principal.name,
         "client_id": request.principal.client_id,
         "api": api,
@@ -143,15 +167,15 @@ def admin_record(
     request = decision.request
     principal = request.principal
     return {
-        "time": time,
-        "schema": SCHEMA_VERSION,
-        "event": EVENT_KIND,
-        "decision_id": decision_id,
-        "policy_revision": policy_revision,
-        "cluster_id": cluster_id,
-        "proxy_id": proxy_id,
-        "conn": conn,
-        "client": client,
+        **_head(
+            time=time,
+            decision_id=decision_id,
+            policy_revision=policy_revision,
+            cluster_id=cluster_id,
+            proxy_id=proxy_id,
+            conn=conn,
+            client=client,
+        ),
         "principal": principal.name,
         "client_id": principal.client_id,
         "api": request.api,
