@@ -60,6 +60,13 @@ def alter_request(topic: str, retention_ms: int, validate_only: bool) -> Any:
     return build(cls, resources=(resource,), validate_only=validate_only)
 
 
+def rotated(paths: dict[str, WireClient], i: int) -> list[tuple[str, WireClient]]:
+    """The paths in an order that rotates with i: a fixed order favours or penalises a slot."""
+    items = list(paths.items())
+    start = i % len(items)
+    return items[start:] + items[:start]
+
+
 def timed(client: WireClient, message: Any) -> tuple[float, Any]:
     """Milliseconds for one request/response."""
     start = time.perf_counter()
@@ -118,18 +125,19 @@ def run(kafka: Any, args: argparse.Namespace) -> None:
                 lambda i, h: alter_request(topic, 3_600_000 * h, validate_only=False),
             ),
         )
+        offsets = {name: n for n, name in enumerate(paths)}
         for label, make in phases:
             for i in range(args.samples):
-                for offset, (name, client) in enumerate(paths.items()):
+                for name, client in rotated(paths, i):
                     # Each path sets its own values, so every real alter changes something.
-                    ms, response = timed(client, make(i, 2 + 10 * offset + i % 5))
+                    ms, response = timed(client, make(i, 2 + 10 * offsets[name] + i % 5))
                     results_of = getattr(response, "topics", None) or response.responses
                     codes = [r.error_code.value for r in results_of]
                     assert codes == [0], (name, label, codes)
                     results[name].setdefault(label, []).append(ms)
         for b in range(args.batches):
             names = [f"bench.b{b}-{n}" if n % 2 else f"Bench_B{b}_{n}" for n in range(1000)]
-            for name, client in paths.items():
+            for name, client in rotated(paths, b):
                 ms, response = timed(client, create_request(names, validate_only=True))
                 errors = sum(1 for t in response.topics if t.error_code.value == 44)
                 assert errors == (0 if name == "direct" else 500), errors
