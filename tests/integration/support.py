@@ -134,6 +134,34 @@ class ProxyProcess:
             time.sleep(0.05)
 
 
+def sasl_enforcing_proxy(
+    workdir: Path,
+    kafka: Any,
+    policy: Path,
+    ports: tuple[int, int],
+    mechanism: str = "SCRAM-SHA-512",
+) -> ProxyProcess:
+    """An enforcing proxy, with an audit log, in front of the brokers' SASL listener.
+
+    SASL passes through from clients; the proxy's own cluster-state reads log in as `admin`.
+    """
+    audit = workdir / "audit.jsonl"
+    process = ProxyProcess(
+        workdir,
+        kafka.sasl_bootstrap_servers,
+        *ports,
+        extra={
+            "policy": {"file": str(policy)},
+            "audit": {"file": str(audit)},
+            "cluster_state": {
+                "sasl": {"mechanism": mechanism, "username": "admin", "password": "admin-secret"}
+            },
+        },
+    )
+    process.audit_path = audit
+    return process
+
+
 def _socket_inodes(pid: int) -> set[str]:
     inodes = set()
     try:

@@ -33,7 +33,7 @@ from tests.integration.admin_clients import (
     admin_clients,
     close_all,
 )
-from tests.integration.support import ProxyProcess
+from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
 from tests.messages import build, metadata_request
 from tests.wire import WireClient
 
@@ -485,24 +485,7 @@ def sasl_proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     from tests.integration.cluster_fixtures import TEST_POLICY
 
     workdir = tmp_path_factory.mktemp("sasl")
-    process = ProxyProcess(
-        workdir,
-        kafka.sasl_bootstrap_servers,
-        30400,
-        30500,
-        extra={
-            "policy": {"file": str(TEST_POLICY)},
-            "audit": {"file": str(workdir / "audit.jsonl")},
-            "cluster_state": {
-                "sasl": {
-                    "mechanism": "SCRAM-SHA-512",
-                    "username": "admin",
-                    "password": "admin-secret",
-                },
-            },
-        },
-    )
-    process.audit_path = workdir / "audit.jsonl"
+    process = sasl_enforcing_proxy(workdir, kafka, TEST_POLICY, (30400, 30500))
     yield process
     assert process.stop() == 0
 

@@ -34,7 +34,7 @@ from confluent_kafka.admin import (
 from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
 from codec.registry import request_class
 from tests.integration.cluster_fixtures import TEST_POLICY
-from tests.integration.support import ProxyProcess
+from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
 from tests.integration.test_enforcement import make_topic, settled
 from tests.messages import build
 from tests.wire import WireClient
@@ -77,24 +77,9 @@ def sasl_proxy(
 ) -> Iterator[ProxyProcess]:
     """An enforcing proxy in front of the brokers' SCRAM listener: principals are real."""
     workdir = tmp_path_factory.mktemp("sasl-admin")
-    process = ProxyProcess(
-        workdir,
-        kafka.sasl_bootstrap_servers,
-        SASL_BOOTSTRAP_PORT,
-        SASL_NODE_PORT_BASE,
-        extra={
-            "policy": {"file": str(TEST_POLICY)},
-            "audit": {"file": str(workdir / "audit.jsonl")},
-            "cluster_state": {
-                "sasl": {
-                    "mechanism": "SCRAM-SHA-512",
-                    "username": "admin",
-                    "password": "admin-secret",
-                }
-            },
-        },
+    process = sasl_enforcing_proxy(
+        workdir, kafka, TEST_POLICY, (SASL_BOOTSTRAP_PORT, SASL_NODE_PORT_BASE)
     )
-    process.audit_path = workdir / "audit.jsonl"
     yield process
     assert process.stop() == 0
 

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from codec.registry import request_class
 from tests.integration.admin_clients import BrokerView
 from tests.integration.cluster_fixtures import TEST_POLICY
-from tests.integration.support import ProxyProcess
+from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
 from tests.messages import build
 from tests.security.raw import client, create_topics_request, fence
 from tests.wire import WireClient
@@ -37,20 +37,7 @@ REFUSAL = "request refused: sent before SASL authentication completed"
 def sasl_front(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     """An enforcing proxy in front of the brokers' SASL listener."""
     workdir = tmp_path_factory.mktemp("sasl-front")
-    process = ProxyProcess(
-        workdir,
-        kafka.sasl_bootstrap_servers,
-        31600,
-        31700,
-        extra={
-            "policy": {"file": str(TEST_POLICY)},
-            "audit": {"file": str(workdir / "audit.jsonl")},
-            "cluster_state": {
-                "sasl": {"mechanism": "PLAIN", "username": "admin", "password": "admin-secret"}
-            },
-        },
-    )
-    process.audit_path = workdir / "audit.jsonl"
+    process = sasl_enforcing_proxy(workdir, kafka, TEST_POLICY, (31600, 31700), "PLAIN")
     yield process
     assert process.stop() == 0
 
