@@ -35,9 +35,13 @@ MAX_FRAME = 4 * MIB
 STALL_S = 2.0
 ATTACKERS = 30
 FIT = BUDGET // (MAX_FRAME - 64 * 1024)  # stalled frames the budget holds without pressure
-# RSS may grow past the idle proxy's by the budget plus this: one socket read (256 KiB) per
-# connection that reads before it is paused, allocator slack, and the connections' objects.
-OVERHEAD = 24 * MIB
+# RSS may grow past the idle proxy's by the budget plus, per attacking connection, one socket
+# read (256 KiB) taken before it is paused and the slack of its partial frame's bytearray
+# (CPython over-allocates by up to 1/8 as it grows), plus one frame's copy while a buffer
+# regrows and a fixed allowance for the allocator and the connections' objects. With the
+# budget off the same attack holds 30 frames of ~4 MiB: about 120 MiB, far over this.
+PER_CONNECTION = 256 * 1024 + MAX_FRAME // 8
+OVERHEAD = ATTACKERS * PER_CONNECTION + MAX_FRAME + 16 * MIB
 PER_LISTENER = 40
 BOOTSTRAP_PORT = 30600
 NODE_PORT_BASE = 30610  # node N on 30610 + N
