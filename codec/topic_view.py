@@ -1,4 +1,7 @@
-"""Per-topic views of guarded admin requests: plain immutable data for the policy layer."""
+"""Per-topic views of guarded admin requests: plain immutable data for the policy layer.
+
+Config resources that are not topics (brokers, loggers, groups...) get a view of their own.
+"""
 
 from __future__ import annotations
 
@@ -98,3 +101,19 @@ AnyTopicItem = (
     | DeleteTopicItem
     | DeleteRecordsItem
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigResourceItem:
+    """A config resource other than a topic in AlterConfigs or IncrementalAlterConfigs.
+
+    `resource_type` is Kafka's (4 broker, 8 broker logger, 16 client metrics, 32 group);
+    `name` is "" for the cluster-wide broker default. `replace` marks the legacy AlterConfigs,
+    which removes every dynamic config it does not name (its ops are all SET).
+    """
+
+    index: int
+    resource_type: int
+    name: str
+    ops: tuple[tuple[str, ConfigOp, str | None], ...]
+    replace: bool

@@ -379,7 +379,11 @@ _VERDICT_CACHE = 4096
 _UNSEEN = object()
 
 
-def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> CheckFn | None:
+def value_verdict(
+    key: str, kind: ConfigType, constraint: ConfigConstraint
+) -> Callable[[str], str | None] | None:
+    """The bounds as a check of one value (None: passes; else the message's end, such as
+    " 5; the limit is 3"), or None if the constraint bounds no value."""
     low = None if constraint.min is None else parse_bound(constraint.min, kind)
     high = None if constraint.max is None else parse_bound(constraint.max, kind)
     allowed = None if constraint.values is None else frozenset(constraint.values)
@@ -389,7 +393,6 @@ def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> Ch
     numeric = low is not None or high is not None
 
     def verdict(value: str) -> str | None:
-        """None if the value passes, else the message's end (it depends on the value only)."""
         if numeric:
             number = parse_value(key, value)
             if number is None:
@@ -405,6 +408,14 @@ def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> Ch
                 return f" {value!r}; allowed values are {choices}"
         if pattern is not None and not pattern.fullmatch(value):
             return f" {value!r}, which does not match '{pattern.pattern}'"
+        return None
+
+    return verdict
+
+
+def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> CheckFn | None:
+    verdict = value_verdict(key, kind, constraint)
+    if verdict is None:
         return None
 
     # Most requests carry the same few values (often the defaults): remember the verdicts.

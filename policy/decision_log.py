@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from policy.admin_apis import AdminDecision
+from policy.broker_configs import BrokerConfigDecision, ConfigResource
 from policy.model import Action, Decision, Mode, TopicRequest
 
 SCHEMA_VERSION = 2
@@ -40,12 +41,14 @@ class Outcome(StrEnum):
 
 
 class ResourceType(StrEnum):
-    """What a decision is about (`broker` and `broker_logger` are for broker configs)."""
+    """What a decision is about; `cluster` is the cluster-wide broker config default."""
 
     TOPIC = "topic"
     BROKER = "broker"
     BROKER_LOGGER = "broker_logger"
     CLUSTER = "cluster"
+    GROUP = "group"
+    CLIENT_METRICS = "client_metrics"
     USER = "user"
     ACL = "acl"
     API = "api"
@@ -59,13 +62,25 @@ class RecordedAction(StrEnum):
     DELETE = Action.DELETE.value
     DELETE_RECORDS = Action.DELETE_RECORDS.value
     ADMIN_API = "admin_api"
+    ALTER_BROKER_CONFIG = "alter_broker_config"
+
+
+# The resource types of `alter_broker_config` records, by the policy's resource kind.
+CONFIG_RESOURCE_TYPES = {
+    ConfigResource.CLUSTER_DEFAULT: ResourceType.CLUSTER,
+    ConfigResource.BROKER: ResourceType.BROKER,
+    ConfigResource.BROKER_LOGGER: ResourceType.BROKER_LOGGER,
+    ConfigResource.GROUP: ResourceType.GROUP,
+    ConfigResource.CLIENT_METRICS: ResourceType.CLIENT_METRICS,
+}
+NOT_TOPIC_ACTIONS = frozenset({RecordedAction.ADMIN_API, RecordedAction.ALTER_BROKER_CONFIG})
 
 
 # What went through the proxy: an audit-mode violation does not stop a request.
 PASSED = frozenset({Outcome.ALLOWED, Outcome.AUDIT_WOULD_DENY})
 
 
-def outcome(decision: Decision | AdminDecision) -> Outcome:
+def outcome(decision: Decision | AdminDecision | BrokerConfigDecision) -> Outcome:
     """allowed, denied, or audit-would-deny (allowed, with audit-mode violations)."""
     if not decision.allowed:
         return Outcome.DENIED
@@ -193,6 +208,52 @@ def admin_record(
     }
 
 
+def broker_config_record(
+    decision: BrokerConfigDecision,
+    *,
+    time: str,
+    decision_id: str,
+    policy_revision: str,
+    cluster_id: str | None,
+    proxy_id: str,
+    conn: int,
+    client: str,
+    api: str,
+    api_key: int,
+    api_version: int,
+) -> dict[str, Any]:
+    """One non-topic config resource's decision: the resource is the broker, the cluster
+    default (`cluster`, named ""), the logger, the group or the subscription."""
+    request = decision.request
+    principal = request.principal
+    return {
+        **_head(
+            time=time,
+            decision_id=decision_id,
+            policy_revision=policy_revision,
+            cluster_id=cluster_id,
+            proxy_id=proxy_id,
+            conn=conn,
+            client=client,
+        ),
+        "principal": principal.name,
+        "client_id": principal.client_id,
+        "api": api,
+        "api_key": api_key,
+        "api_version": api_version,
+        "action": RecordedAction.ALTER_BROKER_CONFIG.value,
+        "resource_type": CONFIG_RESOURCE_TYPES[request.resource].value,
+        "resource": request.name,
+        "topic": None,
+        "validate_only": request.validate_only,
+        "decision": outcome(decision).value,
+        "mode": decision.mode.value,
+        "violations": [v.to_dict() for v in decision.violations],
+        "request": request.to_dict()
+        | {"rules": list(decision.rules), "outside": list(decision.outside)},
+    }
+
+
 # A string in every v2 record, absent in v1: the model holds None for absent.
 _TraceText = Annotated[str | None, WithJsonSchema({"type": "string"})]
 
@@ -235,7 +296,9 @@ class DecisionRecord(_Strict):
     api: str = Field(description="the Kafka API name: CreateTopics, Metadata, ...")
     api_key: int = Field(ge=0, le=32767)
     api_version: int = Field(ge=0, le=32767)
-    action: RecordedAction = Field(description="a topic action, or admin_api")
+    action: RecordedAction = Field(
+        description="a topic action, admin_api, or alter_broker_config (a non-topic config)"
+    )
     # Absent in v1 records (a topic, then), always there in v2.
     resource_type: ResourceType | None = Field(
         None, description="what the decision is about (v2; absent in v1: topic)"
@@ -251,7 +314,9 @@ class DecisionRecord(_Strict):
     mode: Mode = Field(description="audit when the whole policy runs as a dry run")
     violations: list[RecordedViolation] = Field(description="every violated rule, in rule order")
     request: dict[str, Any] = Field(
-        description="as judged: `TopicRequest.to_dict()`, or the API call for admin_api"
+        description="as judged: `TopicRequest.to_dict()`, the API call for admin_api, or "
+        "`BrokerConfigRequest.to_dict()` with the granting `rules` and the topics it would "
+        "put `outside` the topic rules for alter_broker_config"
     )
 
     @model_validator(mode="after")
@@ -264,8 +329,11 @@ class DecisionRecord(_Strict):
         is_topic = self.resource_type in (None, ResourceType.TOPIC)
         if is_topic != (self.topic is not None):
             raise ValueError("`topic` is set exactly when the resource is a topic")
-        if is_topic == (self.action is RecordedAction.ADMIN_API):
-            raise ValueError("`action` is admin_api exactly when the resource is not a topic")
+        if is_topic == (self.action in NOT_TOPIC_ACTIONS):
+            raise ValueError(
+                "`action` is admin_api or alter_broker_config exactly when the resource is "
+                "not a topic"
+            )
         return self
 
 
@@ -280,18 +348,19 @@ def json_schema() -> dict[str, Any]:
         "then": {"not": {"anyOf": [{"required": [name]} for name in V2_FIELDS]}},
         "else": {"required": list(V2_FIELDS)},
     }
-    # A topic record names its topic; any other names none and has action admin_api.
+    # A topic record names its topic; any other names none, and its action is not a topic's.
     not_topic = {
         "properties": {"resource_type": {"not": {"const": ResourceType.TOPIC.value}}},
         "required": ["resource_type"],
     }
+    not_topic_actions = sorted(a.value for a in NOT_TOPIC_ACTIONS)
     by_resource = {
         "if": not_topic,
-        "then": {"properties": {"topic": {"type": "null"}, "action": {"const": "admin_api"}}},
+        "then": {"properties": {"topic": {"type": "null"}, "action": {"enum": not_topic_actions}}},
         "else": {
             "properties": {
                 "topic": {"type": "string"},
-                "action": {"not": {"const": "admin_api"}},
+                "action": {"not": {"enum": not_topic_actions}},
             }
         },
     }

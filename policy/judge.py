@@ -17,17 +17,26 @@ This is the only place that knows:
 - that facts an offline source never recorded leave the topic undecided, with the reason;
 - that the creates of one batch see each other's names (`policy.batch`: name collisions).
 Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
-Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`).
+Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`), the
+config resources that are not topics (brokers, the cluster default, loggers, groups, client
+metrics) by `BrokerConfigJudgement` (`policy/broker_configs.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from policy.admin_apis import AdminDecision, AdminRequest, decide_admin
 from policy.batch import with_new_names
+from policy.broker_configs import (
+    BrokerConfigDecision,
+    BrokerConfigRequest,
+    grant,
+    topic_defaults,
+)
+from policy.broker_configs import decide as decide_broker_config
 from policy.builders import resolve
 from policy.cluster import ClusterState, InMemoryCluster
 from policy.engine import CompiledPolicy
@@ -43,6 +52,8 @@ class FactQuery:
     facts: frozenset[Fact]
     names: frozenset[str] = frozenset()
     ids: frozenset[str] = frozenset()
+    # TOPIC_STATE for every topic in the cluster (a new topic-config default reaches them all).
+    all_topics: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +175,69 @@ def judge(
         return judgement.unavailable(str(exc))
     except FactsNotRecorded as exc:
         return judgement.not_recorded(str(exc))
+    return judgement.decide(facts)
+
+
+class BrokerConfigJudgement:
+    """Judging the non-topic config resources of one request: `query`, then `decide`.
+
+    The rules' grants need no facts; a new topic-config default that they allow needs every
+    topic's state (`FactQuery.all_topics`), to find the topics it would put outside the rules.
+    """
+
+    __slots__ = ("_grants", "_needs", "_policy", "_requests", "query")
+
+    def __init__(self, policy: CompiledPolicy, requests: Sequence[BrokerConfigRequest]) -> None:
+        self._policy = policy
+        self._requests = tuple(requests)
+        self._grants = tuple(grant(policy.document, r) for r in self._requests)
+        self._needs = tuple(
+            bool(topic_defaults(r)) and all(v.mode is Mode.AUDIT for v in g.violations)
+            for r, g in zip(self._requests, self._grants, strict=True)
+        )
+        self.query = (
+            FactQuery(frozenset(Fact), all_topics=True)
+            if any(self._needs)
+            else FactQuery(frozenset())
+        )
+
+    def decide(self, facts: Facts) -> list[BrokerConfigDecision]:
+        """Decide each resource; those that set topic defaults are checked against the topics."""
+        return [
+            decide_broker_config(self._policy, request, granted, facts.cluster if needs else None)
+            for request, granted, needs in zip(
+                self._requests, self._grants, self._needs, strict=True
+            )
+        ]
+
+    def unavailable(self, reason: str) -> list[BrokerConfigDecision]:
+        """The topics could not be read: deny the resources that needed them (fail closed)."""
+        message = (
+            f"[{CLUSTER_STATE_RULE}] the proxy cannot read the cluster state ({reason}); "
+            "denied because the new topic-config default cannot be checked against the topics"
+        )
+        decisions = self.decide(NO_FACTS)
+        return [
+            replace(
+                decision,
+                allowed=False,
+                violations=(*decision.violations, Violation(CLUSTER_STATE_RULE, message)),
+            )
+            if needs
+            else decision
+            for decision, needs in zip(decisions, self._needs, strict=True)
+        ]
+
+
+def judge_broker_configs(
+    policy: CompiledPolicy, requests: Sequence[BrokerConfigRequest], source: FactSource
+) -> list[BrokerConfigDecision]:
+    """Judge a request's non-topic config resources against a synchronous fact source."""
+    judgement = BrokerConfigJudgement(policy, requests)
+    try:
+        facts = source.read(judgement.query) if judgement.query.facts else NO_FACTS
+    except (FactsUnavailable, FactsNotRecorded) as exc:
+        return judgement.unavailable(str(exc))
     return judgement.decide(facts)
 
 

@@ -149,10 +149,12 @@ class TopicState:
     configs: ConfigMap = EMPTY_CONFIGS
     internal: bool = False
     marked_for_deletion: bool = False
+    # The configs set on the topic itself (not inherited); None where the source did not say.
+    overrides: frozenset[str] | None = None
 
     def to_dict(self) -> JSON:
-        """Return a JSON-ready dict."""
-        return {
+        """Return a JSON-ready dict (`overrides` only where known)."""
+        data: JSON = {
             "name": self.name,
             "topic_id": self.topic_id,
             "partitions": self.partitions,
@@ -162,10 +164,18 @@ class TopicState:
             "internal": self.internal,
             "marked_for_deletion": self.marked_for_deletion,
         }
+        if self.overrides is not None:
+            data["overrides"] = sorted(self.overrides)
+        return data
+
+    def inherits(self, key: str) -> bool:
+        """Whether the config's value comes from a default (True where overrides are unknown)."""
+        return self.overrides is None or key not in self.overrides
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TopicState:
         """Rebuild from `to_dict()` output."""
+        overrides = data.get("overrides")
         return cls(
             name=data["name"],
             topic_id=data.get("topic_id"),
@@ -175,6 +185,7 @@ class TopicState:
             configs=_configs_from_json(data.get("configs")),
             internal=data.get("internal", False),
             marked_for_deletion=data.get("marked_for_deletion", False),
+            overrides=None if overrides is None else frozenset(overrides),
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -212,6 +213,52 @@ class AdminApiRule(_Strict):
         return value
 
 
+ConfigResourceName = Literal[
+    "cluster_default", "broker", "broker_logger", "group", "client_metrics"
+]
+
+
+class BrokerConfigRule(_Strict):
+    """Which principals may change which keys of brokers, the cluster default, loggers, groups
+    or client-metrics subscriptions, within which bounds (the rest are denied)."""
+
+    name: str = Field(pattern=RULE_NAME)
+    description: str = ""
+    principals: list[str] = Field(
+        min_length=1, description="principals, exact or glob (`User:platform-*`)"
+    )
+    resources: list[ConfigResourceName] = Field(
+        min_length=1,
+        description="cluster_default (every broker's default), broker (one broker id), "
+        "broker_logger, group, client_metrics",
+    )
+    keys: list[str] = Field(
+        min_length=1, description="config keys, exact or glob (`log.cleaner.*`), `*` for all"
+    )
+    configs: dict[str, ConfigConstraint] = Field(
+        default_factory=dict,
+        description="bounds per key: type, min, max, values, pattern (each key must be in `keys`)",
+    )
+
+    @field_validator("configs")
+    @classmethod
+    def _bounds_only(
+        cls, value: dict[str, ConfigConstraint], info: ValidationInfo
+    ) -> dict[str, ConfigConstraint]:
+        for key, constraint in value.items():
+            topic_only = [
+                flag for flag in ("required", "forbidden", "immutable") if getattr(constraint, flag)
+            ]
+            if topic_only:
+                raise ValueError(
+                    f"{key}: {', '.join(topic_only)} apply to topic configs only; "
+                    "leave the key out of `keys` to deny it"
+                )
+            if not any(fnmatchcase(key, pattern) for pattern in info.data.get("keys") or ()):
+                raise ValueError(f"{key} is bounded here but not granted by `keys`")
+        return value
+
+
 class PolicyDocument(_Strict):
     """A whole policy file."""
 
@@ -227,4 +274,9 @@ class PolicyDocument(_Strict):
     admin_apis: list[AdminApiRule] = Field(
         default_factory=list,
         description="who may call cluster and security mutation APIs; denied unless listed",
+    )
+    broker_configs: list[BrokerConfigRule] = Field(
+        default_factory=list,
+        description="who may change broker, cluster-default, logger, group and client-metrics "
+        "configs; denied unless listed",
     )

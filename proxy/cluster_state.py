@@ -52,6 +52,8 @@ _ABSENT = frozenset(
         ErrorCode.invalid_topic_exception,
     }
 )
+# DescribeConfigs' config_source for a value set on the topic itself.
+DYNAMIC_TOPIC_CONFIG = 1
 _ALL: Key = ("all-topics",)
 _DEFAULTS: Key = ("broker-defaults",)
 
@@ -176,8 +178,18 @@ class ClusterStateReader:
             self._forget(("id", topic_id))
 
     def invalidate_broker_defaults(self) -> None:
-        """Forget the broker default configs (a broker config was just changed)."""
-        self._forget(_DEFAULTS)
+        """Forget the broker defaults and every topic's configs (a broker config was changed:
+        the topics that inherit it have new effective values)."""
+        self._epoch += 1
+        stale = [
+            k
+            for k, (_, value) in self._cache.items()
+            if k in (_DEFAULTS, _ALL) or isinstance(value, TopicState)
+        ]
+        for k in stale:
+            del self._cache[k]
+        # A read in flight may have seen the old values.
+        self._inflight.clear()
 
     def _forget(self, key: Key, topic: str | None = None, topic_id: str | None = None) -> None:
         """Drop `key`, every entry holding the topic named or identified, and the aggregates."""
@@ -349,7 +361,13 @@ class ClusterStateReader:
             return states
         entries = await self._topic_configs(list(states))
         return {
-            name: replace(state, configs=ConfigMap((c.name, c.value) for c in entries[name]))
+            name: replace(
+                state,
+                configs=ConfigMap((c.name, c.value) for c in entries[name]),
+                overrides=frozenset(
+                    c.name for c in entries[name] if c.config_source == DYNAMIC_TOPIC_CONFIG
+                ),
+            )
             for name, state in states.items()
         }
 

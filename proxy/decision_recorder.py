@@ -9,7 +9,15 @@ import structlog
 
 from codec.errors import api_name
 from policy.admin_apis import AdminDecision
-from policy.decision_log import Outcome, admin_record, decision_record, new_decision_id, outcome
+from policy.broker_configs import BrokerConfigDecision
+from policy.decision_log import (
+    Outcome,
+    admin_record,
+    broker_config_record,
+    decision_record,
+    new_decision_id,
+    outcome,
+)
 from policy.judge import Verdict
 from proxy.audit import AuditLog
 from proxy.filter import RequestContext
@@ -88,6 +96,39 @@ class DecisionRecorder:
                     api_version=ctx.api_version,
                 )
             )
+
+    def record_broker_configs(
+        self, ctx: RequestContext, revision: str, decisions: Sequence[BrokerConfigDecision]
+    ) -> None:
+        """One record per non-topic config resource; anything but allowed also goes to the log."""
+        for decision in decisions:
+            request = decision.request
+            result = outcome(decision)
+            if result is not Outcome.ALLOWED:
+                log.info(
+                    f"policy {result}",
+                    conn=ctx.connection_id,
+                    principal=request.principal.name,
+                    resource=f"{request.resource.value}:{request.name}",
+                    action="alter_broker_config",
+                    reasons=[v.message for v in decision.violations],
+                )
+            if self._sink.enabled:
+                self._sink.write(
+                    broker_config_record(
+                        decision,
+                        time=timestamp(),
+                        decision_id=new_decision_id(),
+                        policy_revision=revision,
+                        cluster_id=self._cluster_id(),
+                        proxy_id=self._proxy_id,
+                        conn=ctx.connection_id,
+                        client=ctx.client_address,
+                        api=api_name(ctx.api_key),
+                        api_key=ctx.api_key,
+                        api_version=ctx.api_version,
+                    )
+                )
 
 
 def timestamp() -> str:

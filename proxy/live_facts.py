@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
+from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
 from policy.engine import CompiledPolicy
-from policy.judge import NO_FACTS, FactQuery, Facts, Judgement, Verdict
-from policy.model import TopicRequest
+from policy.judge import NO_FACTS, BrokerConfigJudgement, FactQuery, Facts, Judgement, Verdict
+from policy.model import Fact, TopicRequest
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 
 # Pauses between fresh reads of a topic id nothing resolves: a topic just created reaches
@@ -29,8 +30,22 @@ class LiveFacts:
         """The facts for the query, every one of them folded into the requests."""
         if not query.facts:
             return NO_FACTS
-        cluster = await self._reader.snapshot(query.facts, query.names, query.ids)
+        names: Collection[str] = query.names
+        if query.all_topics:
+            listing = await self._reader.snapshot({Fact.TOPIC_NAMES})
+            names = listing.topic_names(include_internal=True) | query.names
+        cluster = await self._reader.snapshot(query.facts, names, query.ids)
         return Facts(cluster, query.facts)
+
+    async def judge_broker_configs(
+        self, policy: CompiledPolicy, requests: Sequence[BrokerConfigRequest]
+    ) -> list[BrokerConfigDecision]:
+        """Judge non-topic config resources; unreadable topics deny those that needed them."""
+        judgement = BrokerConfigJudgement(policy, requests)
+        try:
+            return judgement.decide(await self.read(judgement.query))
+        except ClusterStateUnavailable as exc:
+            return judgement.unavailable(str(exc))
 
     async def judge(
         self, policy: CompiledPolicy, requests: Sequence[TopicRequest]

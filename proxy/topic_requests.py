@@ -1,10 +1,12 @@
-"""The wire-to-policy mapping: the codec's view of one topic as the policy's topic request."""
+"""The wire-to-policy mapping: the codec's view of one topic (or other config resource) as the
+policy's request."""
 
 from __future__ import annotations
 
 from codec.topic_view import (
     AlterConfigsItem,
     AnyTopicItem,
+    ConfigResourceItem,
     CreatePartitionsItem,
     CreateTopicItem,
     DeleteRecordsItem,
@@ -12,6 +14,7 @@ from codec.topic_view import (
     IncrementalAlterConfigsItem,
     ReassignmentItem,
 )
+from policy.broker_configs import BrokerConfigRequest, ConfigResource
 from policy.builders import (
     alter_configs_request,
     create_partitions_request,
@@ -21,7 +24,7 @@ from policy.builders import (
     incremental_alter_configs_request,
     reassignment_request,
 )
-from policy.model import Principal, TopicRequest
+from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
 from proxy.filter import RequestContext
 
 
@@ -70,3 +73,31 @@ def topic_request(item: AnyTopicItem, principal: Principal, validate_only: bool)
         case DeleteRecordsItem():
             return delete_records_request(item.topic, item.offsets, principal=principal)
     raise TypeError(f"no policy request for {type(item).__name__}")
+
+
+# Kafka's ConfigResource types other than TOPIC; a broker with no name is the cluster default.
+_CONFIG_RESOURCES = {
+    4: ConfigResource.BROKER,
+    8: ConfigResource.BROKER_LOGGER,
+    16: ConfigResource.CLIENT_METRICS,
+    32: ConfigResource.GROUP,
+}
+
+
+def config_resource_request(
+    item: ConfigResourceItem, principal: Principal, validate_only: bool
+) -> BrokerConfigRequest | None:
+    """The policy's request for a non-topic config resource; None for a type Kafka lacks."""
+    resource = _CONFIG_RESOURCES.get(item.resource_type)
+    if resource is None:
+        return None
+    if resource is ConfigResource.BROKER and not item.name:
+        resource = ConfigResource.CLUSTER_DEFAULT
+    return BrokerConfigRequest(
+        resource=resource,
+        name=item.name,
+        principal=principal,
+        changes=tuple(ConfigChange(name, ConfigOp(op), value) for name, op, value in item.ops),
+        replace=item.replace,
+        validate_only=validate_only,
+    )

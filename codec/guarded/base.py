@@ -38,7 +38,7 @@ from kio.schema.errors import ErrorCode
 from codec.kio_introspect import EntityTupleField, classify_field
 from codec.prescan import decode_untrusted
 from codec.registry import encode, known_versions, request_class, response_class
-from codec.topic_view import AnyTopicItem
+from codec.topic_view import AnyTopicItem, ConfigResourceItem
 from codec.violations import has_error_message, violation
 
 ZERO_THROTTLE = datetime.timedelta(0)
@@ -160,11 +160,9 @@ class GuardedApi(ABC):
         """
         version = int(request.__version__)
         entries = self.entries(request)
-        bad = sorted(
-            i for i in denied if not 0 <= i < len(entries) or not self.is_topic(entries[i])
-        )
+        bad = sorted(i for i in denied if not 0 <= i < len(entries))
         if bad:
-            raise ValueError(f"denied indexes {bad} are not topic entries of this request")
+            raise ValueError(f"denied indexes {bad} are not entries of this request")
         keys = [self.key(entry) for entry in entries]
         denials: dict[Hashable, Denial] = {}
         for index in sorted(denied):
@@ -279,9 +277,9 @@ class GuardedApi(ABC):
     def item(self, request: Any, index: int, entry: Any) -> AnyTopicItem | None:
         """The per-topic view of one entry, or None for a non-topic resource."""
 
-    def is_topic(self, entry: Any) -> bool:
-        """Whether an entry is a topic (the policy's business) rather than another resource."""
-        return True
+    def resource_items(self, request: Any) -> list[ConfigResourceItem]:
+        """The entries that are config resources other than topics (none but for config APIs)."""
+        return []
 
     def changes_broker_configs(self, request: Any) -> bool:
         """Whether the request changes a broker's (or the cluster-wide default) configs."""

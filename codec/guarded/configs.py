@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from codec.errors import CodecError
 from codec.guarded.base import ErrorChoice, GuardedApi, build
-from codec.topic_view import AlterConfigsItem, ConfigOp, IncrementalAlterConfigsItem
+from codec.topic_view import (
+    AlterConfigsItem,
+    ConfigOp,
+    ConfigResourceItem,
+    IncrementalAlterConfigsItem,
+)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+ALTER_CONFIGS = 33
 # ConfigAdminManager.preprocess's own words for a repeated resource.
 DUPLICATE_RESOURCE = "Each resource must appear at most once."
 CONFIG_OPS: dict[int, ConfigOp] = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
 
 
 class _ConfigResources(GuardedApi):
-    """Shared shape: an array of (type, name) resources; only topic resources are policed."""
+    """Shared shape: an array of (type, name) resources, topics and others."""
 
     results_field = "responses"
     entries_field = "resources"
@@ -26,8 +33,26 @@ class _ConfigResources(GuardedApi):
     answers_each_copy = True
 
     def is_topic(self, entry: Any) -> bool:
-        """Only topic resources are policed; broker, logger and others pass through."""
+        """Whether the resource is a topic (the others are config resources of their own)."""
         return entry.resource_type == TOPIC_RESOURCE  # type: ignore[no-any-return]
+
+    def resource_items(self, request: Any) -> list[ConfigResourceItem]:
+        """Every resource that is not a topic, in request order."""
+        return [
+            ConfigResourceItem(
+                index=index,
+                resource_type=int(entry.resource_type),
+                name=entry.resource_name,
+                ops=self.ops(request, entry),
+                replace=self.api_key == ALTER_CONFIGS,
+            )
+            for index, entry in enumerate(self.entries(request))
+            if not self.is_topic(entry)
+        ]
+
+    @abstractmethod
+    def ops(self, request: Any, entry: Any) -> tuple[tuple[str, ConfigOp, str | None], ...]:
+        """The resource's changes as (name, op, value)."""
 
     def changes_broker_configs(self, request: Any) -> bool:
         """Whether any resource is a broker (a name) or the cluster-wide default (empty name)."""
@@ -54,9 +79,13 @@ class _ConfigResources(GuardedApi):
 
 
 class AlterConfigs(_ConfigResources):
-    """Legacy AlterConfigs: the full replacement set of a topic's dynamic configs."""
+    """Legacy AlterConfigs: the full replacement set of a resource's dynamic configs."""
 
-    api_key = 33
+    api_key = ALTER_CONFIGS
+
+    def ops(self, request: Any, entry: Any) -> tuple[tuple[str, ConfigOp, str | None], ...]:
+        """Every named config is a SET (the rest are removed)."""
+        return tuple((c.name, "SET", c.value) for c in entry.configs)
 
     def refused_locally(self, keys: Sequence[Hashable]) -> dict[int, str]:
         """Every copy of a repeated resource, topic or not: a 4.1.1 broker never answers those."""
@@ -83,6 +112,12 @@ class IncrementalAlterConfigs(_ConfigResources):
         """The topic's operations, or None for broker and other resources."""
         if not self.is_topic(entry):
             return None
+        return IncrementalAlterConfigsItem(
+            index=index, topic=entry.resource_name, ops=self.ops(request, entry)
+        )
+
+    def ops(self, request: Any, entry: Any) -> tuple[tuple[str, ConfigOp, str | None], ...]:
+        """The operations, by name; an operation code this codec cannot name is a CodecError."""
         ops = []
         for config in entry.configs:
             op = CONFIG_OPS.get(config.config_operation)
@@ -94,4 +129,4 @@ class IncrementalAlterConfigs(_ConfigResources):
                     f"unknown config operation {config.config_operation} for {config.name!r}",
                 )
             ops.append((config.name, op, config.value))
-        return IncrementalAlterConfigsItem(index=index, topic=entry.resource_name, ops=tuple(ops))
+        return tuple(ops)

@@ -1,5 +1,9 @@
 """Topic policy filter: each topic of a guarded admin request is judged before the broker sees it.
 
+The config resources that are not topics in AlterConfigs and IncrementalAlterConfigs (brokers,
+the cluster default, loggers, groups, client metrics) are judged here too, by the policy's
+`broker_configs` rules; a resource type the proxy does not know is answered INVALID_REQUEST.
+
 Denied topics get synthetic results; so do topic ids the proxy cannot resolve (answered
 UNKNOWN_TOPIC_ID, as a broker answers an id it does not know). The allowed ones go on as a
 reduced request, and the broker's response is merged with the synthetic results in the
@@ -16,13 +20,13 @@ from kio.schema.errors import ErrorCode
 
 from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, SplitPlan, guarded_api
 from codec.registry import encode
-from codec.topic_view import AnyTopicItem, DeleteTopicItem
+from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
 from proxy.decision_recorder import DecisionRecorder
 from proxy.filter import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
 from proxy.framing import framed
 from proxy.live_facts import LiveFacts
-from proxy.topic_requests import policy_principal, topic_request
+from proxy.topic_requests import config_resource_request, policy_principal, topic_request
 
 log = structlog.get_logger("proxy.enforcement")
 
@@ -56,15 +60,18 @@ class TopicPolicyFilter(Filter):
         # A guarded request that cannot be decoded raises CodecError: never forwarded unchecked.
         request = api.decode_request(ctx.api_version, ctx.frame[offset:])
         items = api.topic_items(request)
+        resources = api.resource_items(request)
         policy = self._policy()
         validate_only = bool(getattr(request, "validate_only", False))
-        if policy is None or not items:
+        if policy is None or not (items or resources):
             names = [item.topic for item in items if item.topic is not None]
             return Forward(
                 self._after(ctx, api, request, plan=None, names=names, validate_only=validate_only)
             )
         principal = policy_principal(ctx)
         denied: dict[int, str | Denial] = {i.index: NAME_AND_ID for i in items if _name_and_id(i)}
+        if resources:
+            denied.update(await self._judge_resources(ctx, policy, resources, validate_only))
         judged = [item for item in items if item.index not in denied]
         verdicts = await self._facts.judge(
             policy, [topic_request(item, principal, validate_only) for item in judged]
@@ -96,6 +103,32 @@ class TopicPolicyFilter(Filter):
             ctx, api, plan.forward, plan=plan, names=names, validate_only=validate_only
         )
         return ForwardModified(reduced, hook)
+
+    async def _judge_resources(
+        self,
+        ctx: RequestContext,
+        policy: CompiledPolicy,
+        resources: Sequence[ConfigResourceItem],
+        validate_only: bool,
+    ) -> dict[int, str | Denial]:
+        """Judge the config resources that are not topics: brokers, loggers, groups..."""
+        principal = policy_principal(ctx)
+        denied: dict[int, str | Denial] = {}
+        judged = []
+        for item in resources:
+            request = config_resource_request(item, principal, validate_only)
+            if request is None:
+                # What the proxy cannot name it cannot judge: never forwarded.
+                reason = f"config resource type {item.resource_type} is not one the proxy judges"
+                denied[item.index] = Denial(reason, ErrorCode.invalid_request)
+            else:
+                judged.append((item.index, request))
+        decisions = await self._facts.judge_broker_configs(policy, [r for _, r in judged])
+        self._recorder.record_broker_configs(ctx, policy.revision, decisions)
+        for (index, _), decision in zip(judged, decisions, strict=True):
+            if not decision.allowed:
+                denied[index] = decision.message
+        return denied
 
     def _after(
         self,

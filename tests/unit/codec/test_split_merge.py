@@ -168,18 +168,35 @@ def test_unexpected_broker_results_are_kept_after_the_requested_ones() -> None:
     assert [r.name for r in merged.results] == ["a", "b", "zzz"]
 
 
-def test_denying_a_non_topic_index_is_a_programming_error() -> None:
+def test_denying_an_index_outside_the_request_is_a_programming_error() -> None:
     api = guarded_api(44)
     assert api is not None
     request = CASES[44].request(1, ["broker:1", "t"])
-    with pytest.raises(ValueError, match=r"\[0\]"):
-        api.split(request, {0: "no"})
     with pytest.raises(ValueError, match=r"\[5\]"):
         api.split(request, {5: "no"})
 
 
 @pytest.mark.parametrize("key", [33, 44])
-def test_broker_resources_pass_through_untouched(key: int) -> None:
+def test_broker_resources_are_their_own_items_and_can_be_denied(key: int) -> None:
+    api = guarded_api(key)
+    assert api is not None
+    case = CASES[key]
+    names = ["t0", "broker:1", "t1", "broker:"]
+    for version in api.versions():
+        request = case.request(version, names)
+        resources = api.resource_items(request)
+        assert [(r.index, r.resource_type, r.name) for r in resources] == [(1, 4, "1"), (3, 4, "")]
+        assert all(r.replace is (key == 33) for r in resources)
+        plan = api.split(request, {3: "no default"})
+        assert plan.forward is not None
+        assert plan.forward.resources == request.resources[:3]
+        merged = api.decode_response(version, api.merge(plan, case.broker_answer(plan.forward)))
+        assert [case.entry_name(r) for r in merged.responses] == names
+        assert [r.error_code for r in merged.responses] == [0, 0, 0, 44]
+
+
+@pytest.mark.parametrize("key", [33, 44])
+def test_broker_resources_are_forwarded_with_the_topics_allowed(key: int) -> None:
     api = guarded_api(key)
     assert api is not None
     case = CASES[key]

@@ -102,7 +102,9 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
     assert [v.rule for v in parsed.violations] == ["admin-apis"]
     with pytest.raises(ValidationError, match="`topic` is set exactly"):
         DecisionRecord.model_validate(record | {"topic": "a.b"})
-    with pytest.raises(ValidationError, match="`action` is admin_api exactly"):
+    with pytest.raises(
+        ValidationError, match="`action` is admin_api or alter_broker_config exactly"
+    ):
         DecisionRecord.model_validate(record | {"action": "create"})
 
 

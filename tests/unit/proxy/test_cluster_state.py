@@ -27,8 +27,9 @@ from kio.static.primitive import i8, i32
 
 from codec.header import peek_request_header, response_header
 from codec.registry import encode
+from policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
 from policy.model import Fact
-from proxy.broker_defaults import TOPIC_CONFIG_SYNONYMS, TOPIC_ONLY_DEFAULTS, topic_defaults
+from proxy.broker_defaults import TOPIC_ONLY_DEFAULTS, topic_defaults
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.kafka_client import SaslAuthenticationError, SaslCredentials, ScramClient
 

@@ -251,27 +251,87 @@ async def test_an_entry_with_a_name_and_an_id_is_refused(records: Records) -> No
     assert delete_results(verdict.body) == [("open.orders", PROTECTED_ID, INVALID_REQUEST)]
 
 
-async def test_a_broker_config_change_drops_the_cached_broker_defaults(records: Records) -> None:
-    reader = FakeReader()
+BROKER_POLICY = load_policy(
+    """
+version: 1
+rules:
+  - name: retention
+    configs:
+      retention.ms: {max: 7d}
+broker_configs:
+  - name: ops
+    principals: ['User:ops']
+    resources: [cluster_default]
+    keys: [log.retention.ms]
+"""
+)
+
+
+def alter_cluster_default(value: str) -> Any:
     m = importlib.import_module(request_class(44, 1).__module__)
-    resource = build(
-        m.AlterConfigsResource,
-        resource_type=4,
-        resource_name="",
-        configs=(build(m.AlterableConfig, name="log.retention.ms", config_operation=0, value="1"),),
-    )
-    request = build(m.IncrementalAlterConfigsRequest, resources=(resource,), validate_only=False)
-    verdict = await topic_policy(reader, records).on_request(context(44, 1, request))
-    assert isinstance(verdict, Forward) and verdict.hook is not None
+    config = build(m.AlterableConfig, name="log.retention.ms", config_operation=0, value=value)
+    resource = build(m.AlterConfigsResource, resource_type=4, resource_name="", configs=(config,))
+    return build(m.IncrementalAlterConfigsRequest, resources=(resource,), validate_only=False)
+
+
+def altered(error_code: int = 0) -> bytes:
     r = importlib.import_module(response_class(44, 1).__module__)
     result = build(
         r.AlterConfigsResourceResponse,
-        error_code=0,
+        error_code=error_code,
         error_message=None,
         resource_type=4,
         resource_name="",
     )
-    verdict.hook(
-        encode(build(r.IncrementalAlterConfigsResponse, throttle_time=0, responses=(result,)))
+    return encode(build(r.IncrementalAlterConfigsResponse, throttle_time=0, responses=(result,)))
+
+
+def altered_errors(body: bytes) -> list[tuple[str, int, str | None]]:
+    response: Any = decode_exact(response_class(44, 1), body)
+    return [(r.resource_name, int(r.error_code), r.error_message) for r in response.responses]
+
+
+async def test_a_cluster_default_no_rule_grants_is_answered_and_recorded(
+    records: Records,
+) -> None:
+    reader = FakeReader()
+    ctx = context(44, 1, alter_cluster_default("1"), principal="User:app")
+    verdict = await topic_policy(reader, records, BROKER_POLICY).on_request(ctx)
+    assert isinstance(verdict, Answer)
+    ((name, code, message),) = altered_errors(verdict.body)
+    assert (name, code) == ("", POLICY_VIOLATION)
+    assert message is not None and "User:app may not change log.retention.ms" in message
+    assert reader.asked == []  # denied by the grants alone
+    (record,) = records.read()
+    assert (record["action"], record["resource_type"], record["resource"]) == (
+        "alter_broker_config",
+        "cluster",
+        "",
     )
+    assert record["decision"] == "denied" and record["principal"] == "User:app"
+
+
+async def test_a_granted_default_is_checked_against_every_inheriting_topic(
+    records: Records,
+) -> None:
+    orders = TopicState(
+        name="orders", topic_id=str(uuid.uuid4()), partitions=1, overrides=frozenset()
+    )
+    reader = FakeReader(InMemoryCluster.of([orders], 3, {"retention.ms": "86400000"}))
+    ctx = context(44, 1, alter_cluster_default(str(30 * 86_400_000)), principal="User:ops")
+    verdict = await topic_policy(reader, records, BROKER_POLICY).on_request(ctx)
+    assert isinstance(verdict, Answer)
+    ((_, code, message),) = altered_errors(verdict.body)
+    assert code == POLICY_VIOLATION and message is not None
+    assert "would put 1 topic that inherit it outside the topic rules: orders" in message
+    assert records.read()[0]["request"]["outside"] == ["orders"]
+
+
+async def test_an_allowed_broker_config_change_drops_the_cached_facts(records: Records) -> None:
+    reader = FakeReader()
+    ctx = context(44, 1, alter_cluster_default("3600000"), principal="User:ops")
+    verdict = await topic_policy(reader, records, BROKER_POLICY).on_request(ctx)
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    assert verdict.hook(altered()) == altered()
     assert reader.defaults_invalidated == 1
+    assert records.read()[0]["decision"] == "allowed"
