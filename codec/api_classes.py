@@ -35,6 +35,9 @@ R, D, T, C = (
     ApiClass.CLUSTER_MUTATION,
 )
 _INTERNAL = "inter-broker or controller only; no client sends it"
+_CONFIG_RESOURCES = (
+    "other config resources (brokers, the cluster default, loggers...) by `broker_configs`"
+)
 
 API_CLASSES: dict[int, ApiEntry] = {
     0: ApiEntry("Produce", D),
@@ -66,7 +69,7 @@ API_CLASSES: dict[int, ApiEntry] = {
     30: ApiEntry("CreateAcls", C),
     31: ApiEntry("DeleteAcls", C),
     32: ApiEntry("DescribeConfigs", R),
-    33: ApiEntry("AlterConfigs", T, "BROKER and BROKER_LOGGER resources: see the open item"),
+    33: ApiEntry("AlterConfigs", T, _CONFIG_RESOURCES),
     34: ApiEntry("AlterReplicaLogDirs", C),
     35: ApiEntry("DescribeLogDirs", R),
     36: ApiEntry("SaslAuthenticate", R, "authentication"),
@@ -77,9 +80,7 @@ API_CLASSES: dict[int, ApiEntry] = {
     41: ApiEntry("DescribeDelegationToken", R),
     42: ApiEntry("DeleteGroups", D, "a group mutation, governed by the broker's Group ACLs"),
     43: ApiEntry("ElectLeaders", C),
-    44: ApiEntry(
-        "IncrementalAlterConfigs", T, "BROKER and BROKER_LOGGER resources: see the open item"
-    ),
+    44: ApiEntry("IncrementalAlterConfigs", T, _CONFIG_RESOURCES),
     45: ApiEntry("AlterPartitionReassignments", T),
     46: ApiEntry("ListPartitionReassignments", R),
     47: ApiEntry("OffsetDelete", D, "a group mutation, governed by the broker's Group ACLs"),

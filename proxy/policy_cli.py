@@ -113,7 +113,9 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
     try:
         document = policy.document
         print(
-            f"{args.file}: OK ({len(document.rules)} rules, {len(document.plugins)} plugins"
+            f"{args.file}: OK ({len(document.rules)} rules, {len(document.plugins)} plugins, "
+            f"{len(document.admin_apis)} admin_apis rules, "
+            f"{len(document.broker_configs)} broker_configs rules"
             f"{', dry run' if document.dry_run else ''}"
             f"{', enforces nothing' if document.enforce == 'nothing' else ''})",
             file=out,
