@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 
 from policy.admin_apis import AdminDecision
 from policy.broker_configs import BrokerConfigDecision, ConfigResource
-from policy.model import Action, Decision, Mode, TopicRequest
+from policy.model import Action, Decision, Mode, TopicRequest, Violation
 
 SCHEMA_VERSION = 2
 # Versions the readers still accept: v1 events lack the four trace fields.
@@ -254,6 +254,73 @@ def broker_config_record(
     }
 
 
+# A request refused before any judgement: SASL authentication had not completed.
+AUTHENTICATION_ORDER_RULE = "authentication-order"
+# Such a record's principal: none was established, so it is never `User:ANONYMOUS`.
+UNAUTHENTICATED = ""
+
+
+def refusal_violation(api: str, sasl_state: str) -> Violation:
+    """Why a request sent before SASL authentication completed was refused."""
+    message = (
+        f"[{AUTHENTICATION_ORDER_RULE}] {api} sent before SASL authentication completed "
+        f"(the SASL exchange is {sasl_state}); connection closed"
+    )
+    return Violation(AUTHENTICATION_ORDER_RULE, message)
+
+
+def refusal_record(
+    *,
+    time: str,
+    decision_id: str,
+    policy_revision: str,
+    cluster_id: str | None,
+    proxy_id: str,
+    conn: int,
+    client: str,
+    client_id: str,
+    api: str,
+    api_key: int,
+    api_version: int,
+    listener: str,
+    sasl_state: str,
+) -> dict[str, Any]:
+    """A request refused before any judgement, its SASL exchange unfinished: no principal."""
+    # No policy decides it (a dry run refuses it too): `mode` is enforce. Its body is never
+    # decoded, so no topic is named: the resource is the API, as in an admin API record.
+    return {
+        **_head(
+            time=time,
+            decision_id=decision_id,
+            policy_revision=policy_revision,
+            cluster_id=cluster_id,
+            proxy_id=proxy_id,
+            conn=conn,
+            client=client,
+        ),
+        "principal": UNAUTHENTICATED,
+        "client_id": client_id,
+        "api": api,
+        "api_key": api_key,
+        "api_version": api_version,
+        "action": RecordedAction.ADMIN_API.value,
+        "resource_type": ResourceType.API.value,
+        "resource": api,
+        "topic": None,
+        "validate_only": False,
+        "decision": Outcome.DENIED.value,
+        "mode": Mode.ENFORCE.value,
+        "violations": [refusal_violation(api, sasl_state).to_dict()],
+        # Its own first key, so that replay never judges it as an admin API call.
+        "request": {
+            "refused": AUTHENTICATION_ORDER_RULE,
+            "api": api,
+            "listener": listener,
+            "sasl_state": sasl_state,
+        },
+    }
+
+
 # A string in every v2 record, absent in v1: the model holds None for absent.
 _TraceText = Annotated[str | None, WithJsonSchema({"type": "string"})]
 
@@ -291,7 +358,10 @@ class DecisionRecord(_Strict):
     )
     conn: int = Field(description="the proxy's id for the client connection")
     client: str = Field(description="the client's host:port")
-    principal: str
+    principal: str = Field(
+        description="`User:<name>`; empty for a request refused before SASL authentication "
+        "completed (no principal was established)"
+    )
     client_id: str
     api: str = Field(description="the Kafka API name: CreateTopics, Metadata, ...")
     api_key: int = Field(ge=0, le=32767)
@@ -316,7 +386,8 @@ class DecisionRecord(_Strict):
     request: dict[str, Any] = Field(
         description="as judged: `TopicRequest.to_dict()`, the API call for admin_api, or "
         "`BrokerConfigRequest.to_dict()` with the granting `rules` and the topics it would "
-        "put `outside` the topic rules for alter_broker_config"
+        "put `outside` the topic rules for alter_broker_config; for a request refused "
+        "before SASL authentication completed, `refused`, `api`, `listener`, `sasl_state`"
     )
 
     @model_validator(mode="after")

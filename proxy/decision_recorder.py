@@ -17,6 +17,7 @@ from policy.decision_log import (
     decision_record,
     new_decision_id,
     outcome,
+    refusal_record,
 )
 from policy.judge import Verdict
 from proxy.audit import AuditLog
@@ -129,6 +130,27 @@ class DecisionRecorder:
                         api_version=ctx.api_version,
                     )
                 )
+
+    def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> None:
+        """One denied record for a request refused before SASL authentication completed."""
+        if self._sink.enabled:
+            self._sink.write(
+                refusal_record(
+                    time=timestamp(),
+                    decision_id=new_decision_id(),
+                    policy_revision=revision,
+                    cluster_id=self._cluster_id(),
+                    proxy_id=self._proxy_id,
+                    conn=ctx.connection_id,
+                    client=ctx.client_address,
+                    client_id=ctx.client_id or "",
+                    api=api_name(ctx.api_key),
+                    api_key=ctx.api_key,
+                    api_version=ctx.api_version,
+                    listener=ctx.listener,
+                    sasl_state=sasl_state,
+                )
+            )
 
 
 def timestamp() -> str:

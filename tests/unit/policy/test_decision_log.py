@@ -12,6 +12,7 @@ from policy.admin_apis import AdminRequest
 from policy.builders import create_request, delete_topic_request
 from policy.decision_log import (
     SCHEMA_VERSION,
+    UNAUTHENTICATED,
     V2_FIELDS,
     DecisionRecord,
     Outcome,
@@ -20,6 +21,7 @@ from policy.decision_log import (
     json_schema,
     new_decision_id,
     policy_revision,
+    refusal_record,
 )
 from policy.judge import ClusterFacts, judge, judge_admin
 from policy.loader import load_policy
@@ -106,6 +108,45 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
         ValidationError, match="`action` is admin_api or alter_broker_config exactly"
     ):
         DecisionRecord.model_validate(record | {"action": "create"})
+
+
+def test_a_refusal_before_authentication_is_denied_and_names_no_principal() -> None:
+    record = refusal_record(
+        time="2026-11-22T04:47:01.123456Z",
+        decision_id=new_decision_id(),
+        policy_revision=policy_revision("rules: []"),
+        cluster_id="OPJ1mOpYQSm4F17dkRicdw",
+        proxy_id="proxy-a",
+        conn=4,
+        client="10.1.2.3:5",
+        client_id="rdkafka",
+        api="CreateTopics",
+        api_key=19,
+        api_version=7,
+        listener="bootstrap",
+        sasl_state="HANDSHAKE_SENT",
+    )
+    assert list(record) == list(json_schema()["properties"])
+    parsed = DecisionRecord.model_validate(record)
+    assert (parsed.principal, parsed.decision, parsed.mode) == (
+        UNAUTHENTICATED,
+        "denied",
+        "enforce",
+    )
+    assert (parsed.action, parsed.resource_type, parsed.resource, parsed.topic) == (
+        "admin_api",
+        "api",
+        "CreateTopics",
+        None,
+    )
+    [violation] = parsed.violations
+    assert violation.rule == "authentication-order"
+    assert violation.message == (
+        "[authentication-order] CreateTopics sent before SASL authentication completed "
+        "(the SASL exchange is HANDSHAKE_SENT); connection closed"
+    )
+    # Not an admin API call's request: replay must not judge it by admin_apis.
+    assert list(record["request"]) == ["refused", "api", "listener", "sasl_state"]
 
 
 def test_ids_are_unique_and_revisions_are_content_hashes() -> None:
