@@ -253,7 +253,12 @@ def inherited(
         else:
             settable.append(change)
     defaults = cluster.broker_default_configs()
-    new_defaults = _applied(settable, defaults)
+    # Only the checks of these keys can change a topic's verdict: skip the topics otherwise.
+    new_defaults = {
+        key: value
+        for key, value in _applied(settable, defaults).items()
+        if _checked_by_topic_rules(policy.document, key)
+    }
     outside: list[tuple[str, Violation]] = []
     for name in sorted(cluster.topic_names(include_internal=True)):
         state = cluster.topic(name)

@@ -43,9 +43,13 @@ class LiveFacts:
         """Judge non-topic config resources; unreadable topics deny those that needed them."""
         judgement = BrokerConfigJudgement(policy, requests)
         try:
-            return judgement.decide(await self.read(judgement.query))
+            facts = await self.read(judgement.query)
         except ClusterStateUnavailable as exc:
             return judgement.unavailable(str(exc))
+        if not judgement.query.all_topics:
+            return judgement.decide(facts)
+        # Judging every topic takes about 0.1 ms each (1 s for 10,000): off the event loop.
+        return await asyncio.to_thread(judgement.decide, facts)
 
     async def judge(
         self, policy: CompiledPolicy, requests: Sequence[TopicRequest]

@@ -300,3 +300,24 @@ broker_configs:
     with pytest.raises(PolicyError, match=error) as info:
         load_policy(text)
     assert "broker_configs" in str(info.value)
+
+
+def test_only_what_the_new_default_adds_blocks_it() -> None:
+    # A rule that denies every alter of payments.v1 denies it before and after alike.
+    text = (
+        RULES.replace(
+            "rules:\n",
+            "rules:\n  - {name: frozen, match: {topic: 'payments[.].*', actions: [alter]}, "
+            "deny: true}\n",
+        )
+        + """
+  - name: segments
+    principals: ['User:platform-admin']
+    resources: [cluster_default]
+    keys: [log.segment.bytes]
+"""
+    )
+    policy = load_policy(text)
+    assert decide(request(("log.segment.bytes", "SET", "1048576")), policy).allowed
+    retention = decide(request(("log.retention.ms", "SET", str(14 * DAY_MS))), policy)
+    assert retention.allowed, retention.message
