@@ -226,6 +226,11 @@ def topic_defaults(request: BrokerConfigRequest) -> tuple[ConfigChange, ...]:
     return tuple(found)
 
 
+def reaches_topics(document: PolicyDocument, request: BrokerConfigRequest) -> bool:
+    """Whether the request changes a topic-config default that the topic rules check."""
+    return any(_checked_by_topic_rules(document, c.name) for c in topic_defaults(request))
+
+
 def inherited(
     policy: CompiledPolicy, request: BrokerConfigRequest, cluster: ClusterState
 ) -> tuple[list[Violation], tuple[str, ...]]:

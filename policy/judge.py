@@ -34,7 +34,7 @@ from policy.broker_configs import (
     BrokerConfigDecision,
     BrokerConfigRequest,
     grant,
-    topic_defaults,
+    reaches_topics,
 )
 from policy.broker_configs import decide as decide_broker_config
 from policy.builders import resolve
@@ -182,7 +182,8 @@ class BrokerConfigJudgement:
     """Judging the non-topic config resources of one request: `query`, then `decide`.
 
     The rules' grants need no facts; a new topic-config default that they allow needs every
-    topic's state (`FactQuery.all_topics`), to find the topics it would put outside the rules.
+    topic's state (`FactQuery.all_topics`), to find the topics it would put outside the rules,
+    unless no topic rule checks its key (then no topic's verdict can change).
     """
 
     __slots__ = ("_grants", "_needs", "_policy", "_requests", "query")
@@ -192,7 +193,7 @@ class BrokerConfigJudgement:
         self._requests = tuple(requests)
         self._grants = tuple(grant(policy.document, r) for r in self._requests)
         self._needs = tuple(
-            bool(topic_defaults(r)) and all(v.mode is Mode.AUDIT for v in g.violations)
+            reaches_topics(policy.document, r) and all(v.mode is Mode.AUDIT for v in g.violations)
             for r, g in zip(self._requests, self._grants, strict=True)
         )
         self.query = (

@@ -16,6 +16,7 @@ from policy.cluster import InMemoryCluster
 from policy.decision_log import DecisionRecord, Outcome, broker_config_record, outcome
 from policy.judge import (
     CLUSTER_STATE_RULE,
+    NO_FACTS,
     BrokerConfigJudgement,
     ClusterFacts,
     FactsUnavailable,
@@ -242,6 +243,14 @@ def test_the_query_asks_for_every_topic_only_when_a_granted_default_changes() ->
         POLICY, [request(("log.retention.ms", "SET", "3600000"), principal="User:app")]
     )
     assert not denied.query.facts  # denied by the grants alone: nothing to read
+
+
+def test_a_default_no_topic_rule_checks_needs_no_topics() -> None:
+    # No rule bounds segment.bytes: no topic's verdict can change, so none is read.
+    policy = load_policy(RULES.replace("'log.cleaner.*'", "'log.cleaner.*', log.segment.bytes"))
+    segments = BrokerConfigJudgement(policy, [request(("log.segment.bytes", "SET", "1048576"))])
+    assert not segments.query.facts
+    assert segments.decide(NO_FACTS)[0].allowed
 
 
 def test_unreadable_topics_deny_the_default_change_and_only_it() -> None:
