@@ -2,26 +2,37 @@
 
 A described request mirrors one Kafka admin API call: it is built with the proxy's builders
 and judged as one batch by the one judge (`policy.judge`) over the described cluster, so an
-offline result is what the proxy would decide with the same cluster facts.
+offline result is what the proxy would decide with the same cluster facts. The config
+resources that are not topics (brokers, the cluster default, loggers, groups, client metrics)
+are judged by the judge's `judge_broker_configs`, as the proxy judges them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from policy import builders
+from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest, ConfigResource
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, Verdict, judge
+from policy.judge import ClusterFacts, Verdict, judge, judge_broker_configs
 from policy.loader import PolicyError, Problem, parse_source, validation_problems
 from policy.model import (
+    ConfigChange,
     ConfigMap,
     ConfigOp,
-    Decision,
     Principal,
     TopicRequest,
     TopicState,
@@ -39,6 +50,7 @@ def _as_text(value: Any) -> Any:
 
 
 ConfigValue = Annotated[str | None, BeforeValidator(_as_text)]
+Text = Annotated[str, BeforeValidator(_as_text)]
 Configs = dict[str, ConfigValue]
 Replicas = list[int]
 
@@ -82,6 +94,62 @@ class IncrementalTopicConfigs(_Strict):
     """One topic of an IncrementalAlterConfigs request."""
 
     name: str
+    changes: list[ConfigChangeSpec]
+
+
+class _ConfigResourceSpec(_Strict):
+    """A config resource that is not a topic, named as Kafka names it.
+
+    A broker with no name is the cluster default, as on the wire; `cluster_default` says the
+    same and takes no name.
+    """
+
+    type: ConfigResource
+    name: Text = ""
+
+    @model_validator(mode="after")
+    def _default_has_no_name(self) -> _ConfigResourceSpec:
+        if self.type is ConfigResource.CLUSTER_DEFAULT and self.name:
+            raise ValueError(
+                "the cluster default has no name; one broker's configs are type: broker, name: ID"
+            )
+        return self
+
+    @property
+    def resource(self) -> ConfigResource:
+        """The policy's resource kind (a broker without a name is the cluster default)."""
+        if self.type is ConfigResource.BROKER and not self.name:
+            return ConfigResource.CLUSTER_DEFAULT
+        return self.type
+
+
+_Resource = TypeVar("_Resource", bound=_ConfigResourceSpec)
+
+
+def _once_each(resources: list[_Resource]) -> list[_Resource]:
+    # Kafka refuses every copy of a resource named twice; neither copy is judged.
+    seen = set()
+    for r in resources:
+        if (r.resource, r.name) in seen:
+            what = (
+                "the cluster default"
+                if r.resource is ConfigResource.CLUSTER_DEFAULT
+                else f"{r.type.value} {r.name!r}"
+            )
+            raise ValueError(f"{what} is named twice; Kafka refuses that")
+        seen.add((r.resource, r.name))
+    return resources
+
+
+class AlterResourceConfigs(_ConfigResourceSpec):
+    """One non-topic resource of an AlterConfigs request (full replacement)."""
+
+    configs: Configs = Field(default_factory=dict)
+
+
+class IncrementalResourceConfigs(_ConfigResourceSpec):
+    """One non-topic resource of an IncrementalAlterConfigs request."""
+
     changes: list[ConfigChangeSpec]
 
 
@@ -139,14 +207,20 @@ class AlterConfigsSpec(_Request):
     """A described AlterConfigs request."""
 
     operation: Literal["alter_configs"]
-    topics: list[AlterTopicConfigs]
+    topics: list[AlterTopicConfigs] = Field(default_factory=list)
+    resources: Annotated[list[AlterResourceConfigs], AfterValidator(_once_each)] = Field(
+        default_factory=list
+    )
 
 
 class IncrementalAlterConfigsSpec(_Request):
     """A described IncrementalAlterConfigs request."""
 
     operation: Literal["incremental_alter_configs"]
-    topics: list[IncrementalTopicConfigs]
+    topics: list[IncrementalTopicConfigs] = Field(default_factory=list)
+    resources: Annotated[list[IncrementalResourceConfigs], AfterValidator(_once_each)] = Field(
+        default_factory=list
+    )
 
 
 class CreatePartitionsSpec(_Request):
@@ -191,7 +265,11 @@ RequestSpec = Annotated[
 
 
 class TopicSpec(_Strict):
-    """An existing topic; `configs` are its own settings, laid over the broker defaults."""
+    """An existing topic; `configs` are its own settings, laid over the broker defaults.
+
+    `overrides` are the configs set on the topic itself, which a new default does not reach;
+    without it every config counts as inherited (as where DescribeConfigs did not say).
+    """
 
     name: str
     topic_id: str | None = None
@@ -199,8 +277,16 @@ class TopicSpec(_Strict):
     replication_factor: int = 1
     assignment: dict[int, Replicas] | None = None
     configs: Configs = Field(default_factory=dict)
+    overrides: list[str] | None = None
     internal: bool = False
     marked_for_deletion: bool = False
+
+    @model_validator(mode="after")
+    def _overrides_have_values(self) -> TopicSpec:
+        missing = [key for key in self.overrides or () if key not in self.configs]
+        if missing:
+            raise ValueError(f"overrides without a value in `configs`: {', '.join(missing)}")
+        return self
 
 
 class ClusterSpec(_Strict):
@@ -226,6 +312,7 @@ class ClusterSpec(_Strict):
                     configs=ConfigMap({**defaults, **t.configs}),
                     internal=t.internal,
                     marked_for_deletion=t.marked_for_deletion,
+                    overrides=None if t.overrides is None else frozenset(t.overrides),
                 )
                 for t in self.topics
             ),
@@ -235,7 +322,7 @@ class ClusterSpec(_Strict):
 
 
 class Expectation(_Strict):
-    """What a test case expects for one topic."""
+    """What a test case expects for one topic or other config resource."""
 
     allowed: bool | None = None
     violations: list[str] | None = Field(
@@ -245,7 +332,8 @@ class Expectation(_Strict):
 
 
 class Case(_Strict):
-    """One case: a request, an optional cluster, and the expected decision per topic."""
+    """One case: a request, an optional cluster, and the expected decision per topic or
+    resource (named as `resource_key` names it: "cluster default", "broker 1")."""
 
     name: str
     request: RequestSpec
@@ -384,51 +472,43 @@ def evaluate_spec(
     return judge(policy, build_requests(spec, cluster), ClusterFacts(cluster))
 
 
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    """A test case's outcome: the failures (empty when it passed) and the decisions."""
-
-    name: str
-    failures: tuple[str, ...]
-    decisions: tuple[Decision, ...]
-
-    @property
-    def passed(self) -> bool:
-        """Whether every expectation held."""
-        return not self.failures
-
-
-def run_suite(policy: CompiledPolicy, suite: Suite) -> list[CaseResult]:
-    """Run every case of a suite against a policy."""
-    results = []
-    for case in suite.cases:
-        cluster = (case.cluster or suite.cluster).build()
-        verdicts = evaluate_spec(policy, case.request, cluster)
-        decisions = [v.decision for v in verdicts if v.decision is not None]
-        by_topic = {d.topic: d for d in decisions}
-        failures = []
-        for topic, expected in case.expect.items():
-            decision = by_topic.get(topic)
-            if decision is None:
-                failures.append(f"{topic}: no decision (the request does not name this topic)")
-                continue
-            failures += _compare(topic, expected, decision)
-        results.append(CaseResult(case.name, tuple(failures), tuple(decisions)))
-    return results
-
-
-def _compare(topic: str, expected: Expectation, decision: Decision) -> list[str]:
-    failures = []
-    if expected.allowed is not None and expected.allowed != decision.allowed:
-        verdict = "allowed" if decision.allowed else "denied"
-        failures.append(
-            f"{topic}: expected {'allowed' if expected.allowed else 'denied'}, got {verdict}"
+def build_resource_requests(spec: RequestSpec) -> list[BrokerConfigRequest]:
+    """The config resources other than topics that the proxy would judge, in request order."""
+    if not isinstance(spec, AlterConfigsSpec | IncrementalAlterConfigsSpec):
+        return []
+    who = Principal(spec.principal, spec.client_id, spec.client_address)
+    return [
+        BrokerConfigRequest(
+            resource=r.resource,
+            name=r.name,
+            principal=who,
+            changes=_changes(r),
+            replace=isinstance(spec, AlterConfigsSpec),
+            validate_only=spec.validate_only,
         )
-    rules = [v.rule for v in decision.violations]
-    if expected.violations is not None and expected.violations != rules:
-        failures.append(f"{topic}: expected violations {expected.violations}, got {rules}")
-    if expected.message_contains is not None and not any(
-        expected.message_contains in v.message for v in decision.violations
-    ):
-        failures.append(f"{topic}: no message contains {expected.message_contains!r}")
-    return failures
+        for r in spec.resources
+    ]
+
+
+def _changes(
+    resource: AlterResourceConfigs | IncrementalResourceConfigs,
+) -> tuple[ConfigChange, ...]:
+    if isinstance(resource, AlterResourceConfigs):
+        # The legacy AlterConfigs names the full new set: on the wire every key is a SET.
+        return tuple(ConfigChange(k, ConfigOp.SET, v) for k, v in resource.configs.items())
+    return tuple(ConfigChange(c.name, c.op, c.value) for c in resource.changes)
+
+
+def evaluate_resources(
+    policy: CompiledPolicy, spec: RequestSpec, cluster: InMemoryCluster
+) -> list[BrokerConfigDecision]:
+    """Judge a described request's non-topic config resources as the proxy judges them."""
+    return judge_broker_configs(policy, build_resource_requests(spec), ClusterFacts(cluster))
+
+
+def resource_key(request: BrokerConfigRequest) -> str:
+    """How `eval` and test cases name a non-topic resource: "cluster default", "broker 1"."""
+    # With a space, which no Kafka topic name has: a case's `expect` key cannot mean both.
+    if request.resource is ConfigResource.CLUSTER_DEFAULT:
+        return "cluster default"
+    return f"{request.resource.value.replace('_', ' ')} {request.name}"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from policy.broker_configs import BrokerConfigDecision
 from policy.cluster import InMemoryCluster
 from policy.decision_log import json_schema
 from policy.engine import CompiledPolicy
@@ -17,13 +18,15 @@ from policy.loader import PolicyError, load_policy, policy_json_schema
 from policy.model import Decision, Mode
 from policy.scenario import (
     ClusterSpec,
+    evaluate_resources,
     evaluate_spec,
     parse_cluster,
     parse_request,
     parse_suite,
-    run_suite,
+    resource_key,
 )
 from policy.snapshot_format import SnapshotError, parse_snapshot
+from policy.suite import run_suite
 
 OK, DENIED, INVALID = 0, 1, 2
 
@@ -52,7 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=Path,
         help="the cluster state: described (YAML) or a snapshot file (.jsonl)",
     )
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object per topic")
+    evaluate.add_argument(
+        "--json", action="store_true", help="print one JSON object per topic or other resource"
+    )
     _no_plugins(evaluate)
     evaluate.set_defaults(func=cmd_eval)
 
@@ -139,12 +144,13 @@ def _cluster(path: Path | None) -> InMemoryCluster:
 
 
 def _eval(args: argparse.Namespace, out: TextIO) -> int:
-    """Evaluate one described request and print the decision for each topic."""
+    """Evaluate one described request and print the decision for each topic and resource."""
     spec = parse_request(_read(args.request), str(args.request))
     cluster = _cluster(args.cluster)
     policy = _load(args)
     try:
         verdicts = evaluate_spec(policy, spec, cluster)
+        resources = evaluate_resources(policy, spec, cluster)
     finally:
         policy.close()
     for verdict in verdicts:
@@ -152,7 +158,14 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
             print(json.dumps(_verdict_record(verdict), sort_keys=True), file=out)
         else:
             print("\n".join(_verdict_lines(verdict)), file=out)
-    denied = any(v.decision is not None and not v.decision.allowed for v in verdicts)
+    for resource in resources:
+        if args.json:
+            print(json.dumps(_resource_record(resource), sort_keys=True), file=out)
+        else:
+            print("\n".join(_resource_lines(resource)), file=out)
+    denied = any(v.decision is not None and not v.decision.allowed for v in verdicts) or any(
+        not r.allowed for r in resources
+    )
     return DENIED if denied else OK
 
 
@@ -167,15 +180,37 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
         # The proxy judges nothing for it and answers UNKNOWN_TOPIC_ID itself.
         topic = verdict.request.name or verdict.request.topic_id
         return [f"{topic}: NOT JUDGED, answered UNKNOWN_TOPIC_ID ({verdict.reason})"]
-    return _decision_lines(verdict.decision)
+    return _decision_lines(verdict.decision.topic, verdict.decision)
 
 
-def _decision_lines(decision: Decision) -> list[str]:
-    lines = [f"{decision.topic}: {'ALLOWED' if decision.allowed else 'DENIED'}"]
+def _decision_lines(name: str, decision: Decision | BrokerConfigDecision) -> list[str]:
+    lines = [f"{name}: {'ALLOWED' if decision.allowed else 'DENIED'}"]
     for violation in decision.violations:
         tag = "audit: " if violation.mode is Mode.AUDIT else ""
         lines.append(f"  {tag}{violation.message}")
     return lines
+
+
+def _resource_lines(decision: BrokerConfigDecision) -> list[str]:
+    lines = _decision_lines(resource_key(decision.request), decision)
+    if decision.rules:
+        lines.append(f"  granted by: {', '.join(decision.rules)}")
+    if decision.outside:
+        # Every topic, where the message names only the first few.
+        lines.append(f"  outside the topic rules: {', '.join(decision.outside)}")
+    return lines
+
+
+def _resource_record(decision: BrokerConfigDecision) -> dict[str, Any]:
+    result = {
+        "resource": resource_key(decision.request),
+        "allowed": decision.allowed,
+        "violations": [v.to_dict() for v in decision.violations],
+        "mode": decision.mode.value,
+        "rules": list(decision.rules),
+        "outside": list(decision.outside),
+    }
+    return {"decision": result, "request": decision.request.to_dict()}
 
 
 def _test(args: argparse.Namespace, out: TextIO) -> int:
@@ -192,9 +227,10 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
         for failure in result.failures:
             print(f"      {failure}", file=out)
         if args.verbose or not result.passed:
-            for d in result.decisions:
-                for line in _decision_lines(d):
-                    print(f"      {line}", file=out)
+            lines = [line for d in result.decisions for line in _decision_lines(d.topic, d)]
+            lines += [line for r in result.resources for line in _resource_lines(r)]
+            for line in lines:
+                print(f"      {line}", file=out)
         failed += not result.passed
     print(f"{len(results) - failed} passed, {failed} failed", file=out)
     return OK if not failed else DENIED
