@@ -3,7 +3,8 @@
 Every recorded per-topic request is evaluated again with the candidate policy, in Python on the
 executors (an Arrow UDF over the raw request JSON), and compared with the recorded decision.
 A recorded admin API call (`action: admin_api`, no topic) is judged again by the candidate's
-`admin_apis` rules, which read no cluster facts.
+`admin_apis` rules, which read no cluster facts. A request the proxy refused before any
+judgement (sent before SASL authentication completed) stays denied: no policy changes that.
 
 Each request is judged by the one judge (`policy.judge`) with the facts its event recorded
 (`policy.recorded_facts.RecordedFacts`): facts the candidate needs that the event lacks
@@ -56,7 +57,7 @@ from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
 from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
 from policy.admin_apis import AdminDecision, AdminRequest
 from policy.cluster import InMemoryCluster
-from policy.decision_log import PASSED, Outcome, outcome
+from policy.decision_log import PASSED, Outcome, outcome, refusal_violation
 from policy.engine import CompiledPolicy
 from policy.judge import CLUSTER_STATE_RULE, FactsNotRecorded, Judgement, judge_admin
 from policy.model import (
@@ -110,6 +111,8 @@ _ALTER_KINDS = {k.value: k for k in AlterKind}
 _NONE: list[str] = []  # shared by every row without violations; never mutated
 _ALLOWED = Outcome.ALLOWED.value
 _ADMIN_API = '{"api":'  # an admin API call's request (`AdminRequest.to_dict()`)
+_REFUSED = '{"refused":'  # a request refused before any judgement (`refusal_record`)
+_DENIED = Outcome.DENIED.value
 
 
 class RequestParser:
@@ -199,6 +202,11 @@ class Replayer:
         try:
             if text is None:
                 raise ValueError("the event has no request")
+            if text.startswith(_REFUSED):
+                refused = _object(text)
+                violation = refusal_violation(refused["api"], refused["sasl_state"])
+                rules = [violation.rule]
+                return (_DENIED, rules, [violation.message], rules, "refused before any judgement")
             if text.startswith(_ADMIN_API):
                 # An admin API call needs no cluster facts: the candidate's admin_apis decide.
                 admin = AdminRequest.from_dict(_object(text))

@@ -28,7 +28,7 @@ def proxy_chain(
     return FilterChain(
         [
             ApiVersionsFilter(),
-            PrincipalCaptureFilter(),
+            PrincipalCaptureFilter(policy, recorder),
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
             AutoCreateGuardFilter(policy, facts, recorder),

@@ -6,10 +6,13 @@ succeeded, or one on a listener whose broker is known to want SASL (a handshake 
 there) that never authenticated. A broker closes a connection that sends a non-SASL request
 mid-exchange; so does the proxy, before any judgement, so no decision is ever made for
 `User:ANONYMOUS` on such a connection. The refusal is logged as a warning under
-`proxy.authentication`, naming the connection, client, listener and API.
+`proxy.authentication`, naming the connection, client, listener and API, and audited as one
+denied record with no principal (`decision_log.refusal_record`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import structlog
 
@@ -18,6 +21,8 @@ from codec.guarded import GUARDED_API_KEYS
 from codec.prescan import decode_untrusted
 from codec.registry import decode_exact, request_class, response_class
 from codec.sasl import SaslError
+from policy.engine import CompiledPolicy
+from proxy.decision_recorder import DecisionRecorder
 from proxy.filter import (
     Close,
     Filter,
@@ -45,7 +50,11 @@ class PrincipalCaptureFilter(Filter):
 
     api_keys = SASL_KEYS | GATED_KEYS
 
-    def __init__(self) -> None:
+    def __init__(
+        self, policy: Callable[[], CompiledPolicy | None], recorder: DecisionRecorder
+    ) -> None:
+        self._policy = policy
+        self._recorder = recorder
         self._trackers: dict[int, SaslPrincipalTracker] = {}
         # Listeners where a broker accepted a SaslHandshake: their broker wants SASL.
         self._sasl_listeners: set[str] = set()
@@ -91,6 +100,9 @@ class PrincipalCaptureFilter(Filter):
             api_key=ctx.api_key,
             sasl_state=state,
         )
+        # The audit log shows the refusal too; without a policy file there is no revision.
+        policy = self._policy()
+        self._recorder.record_refusal(ctx, "" if policy is None else policy.revision, state)
         return Close(NOT_AUTHENTICATED, f"{api} while the SASL exchange is {state}")
 
     def _verdict(

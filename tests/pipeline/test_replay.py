@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from pipeline.replay import Replayer, RequestParser, run_replay
 from pipeline.snapshots import SnapshotError
 from policy.cluster import InMemoryCluster
+from policy.decision_log import refusal_record
 from policy.judge import CLUSTER_STATE_RULE
 from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
@@ -338,6 +339,39 @@ def test_a_topic_state_the_snapshot_lacks_is_denied_as_the_proxy_denies_it(
     decision, rules, *_ = Replayer(policy, example_cluster()).replay(text)
     grew = request["requested"]["partitions"] - request["current"]["partitions"]
     assert (decision, rules) == (("allowed", []) if grew <= 1 else ("denied", ["growth"]))
+
+
+def test_a_refusal_before_authentication_stays_denied_whatever_the_candidate() -> None:
+    # Even a candidate letting anyone call anything cannot undo the proxy's protocol refusal.
+    policy = load_policy(
+        "version: 1\nrules: [{name: r, partitions: {max: 9}}]\n"
+        "admin_apis: [{name: all, principals: ['*'], apis: ['*']}]\n"
+    )
+    record = refusal_record(
+        time="2026-11-22T04:47:01.123456Z",
+        decision_id="0" * 32,
+        policy_revision="sha256:0123456789abcdef",
+        cluster_id=None,
+        proxy_id="proxy-a",
+        conn=4,
+        client="10.1.2.3:5",
+        client_id="",
+        api="AlterUserScramCredentials",
+        api_key=51,
+        api_version=0,
+        listener="bootstrap",
+        sasl_state="never started",
+    )
+    decision, rules, messages, denying, reason = Replayer(policy, None).replay(
+        json.dumps(record["request"])
+    )
+    assert (decision, rules, denying) == (
+        "denied",
+        ["authentication-order"],
+        ["authentication-order"],
+    )
+    assert messages == [v["message"] for v in record["violations"]]
+    assert reason == "refused before any judgement"
 
 
 def test_admin_api_events_are_replayed_through_the_candidates_admin_apis(

@@ -2,16 +2,18 @@
 
 A broker closes a connection that sends a non-SASL request mid-exchange; the proxy must do the
 same before judging anything, so that nothing is ever decided (let alone allowed) for
-`User:ANONYMOUS` there. The refusal is in the proxy's log, the audit log has no decision for
-the topic, and the brokers, read directly after a fence, have no such topic. Repeated and
-raced on many connections at once, in front of the PLAINTEXT listener (whose broker would
-otherwise accept the request) and in front of the SASL listener.
+`User:ANONYMOUS` there. The refusal is in the proxy's log and in the audit log, as one denied
+record per refused request with no principal (rule `authentication-order`) and nothing else on
+that connection; no record names the topic, and the brokers, read directly after a fence, have
+no such topic. Repeated and raced on many connections at once, in front of the PLAINTEXT
+listener (whose broker would otherwise accept the request) and in front of the SASL listener.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,13 +26,15 @@ from tests.integration.admin_clients import BrokerView
 from tests.integration.cluster_fixtures import TEST_POLICY
 from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
 from tests.messages import build
-from tests.security.raw import client, create_topics_request, fence
+from tests.security.raw import auto_create_request, client, create_topics_request, fence
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
 
 ATTEMPTS = 40
+NEVER_STARTED = 10
 REFUSAL = "request refused: sent before SASL authentication completed"
+RULE = "authentication-order"
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +85,26 @@ def refused(proxy: ProxyProcess) -> int:
     )
 
 
+def audited(events: list[dict[str, Any]], refusals: dict[str, int]) -> None:
+    """The events hold exactly one denied, principal-less record per refused request, by API."""
+    refused = [e for e in events if e["request"].get("refused") == RULE]
+    assert Counter(e["api"] for e in refused) == refusals
+    for event in refused:
+        assert (event["principal"], event["decision"], event["mode"]) == ("", "denied", "enforce")
+        assert (event["resource_type"], event["resource"], event["topic"]) == (
+            "api",
+            event["api"],
+            None,
+        )
+        [violation] = event["violations"]
+        assert violation["rule"] == RULE
+        assert violation["message"].endswith("; connection closed")
+    # Each refused request had its own connection, and nothing on it was judged or recorded.
+    assert len({e["conn"] for e in refused}) == len(refused)
+    assert [e for e in events if e not in refused] == []
+    assert [e for e in events if e["principal"] == "User:ANONYMOUS"] == []
+
+
 def no_trace(proxy: ProxyProcess, kafka: Any, names: set[str]) -> None:
     """No decision about the names was recorded, and none of them exists on the brokers."""
     assert [e for e in proxy.audit_events() if e["topic"] in names] == []
@@ -100,10 +124,11 @@ def race(bootstrap: str, prefix: str) -> tuple[set[str], list[bool]]:
 def test_a_create_before_sasl_completes_closes_the_connection_and_creates_nothing(
     enforcing_proxy: ProxyProcess, kafka: Any
 ) -> None:
-    before = refused(enforcing_proxy)
+    before, seen = refused(enforcing_proxy), len(enforcing_proxy.audit_events())
     names, results = race(enforcing_proxy.bootstrap, "auth-order")
     assert all(results)
     assert refused(enforcing_proxy) - before == ATTEMPTS
+    audited(enforcing_proxy.audit_events()[seen:], {"CreateTopics": ATTEMPTS})
     no_trace(enforcing_proxy, kafka, names)
 
 
@@ -117,21 +142,24 @@ def test_in_front_of_a_sasl_listener_unauthenticated_mutations_never_pass(
         assert int(wire.request(authenticate("alice")).error_code) == 0
     finally:
         wire.close()
-    before = refused(sasl_front)
+    before, seen = refused(sasl_front), len(sasl_front.audit_events())
     names, results = race(sasl_front.bootstrap, "auth-sasl")
     skipped = set()
-    for _ in range(ATTEMPTS // 4):
-        # Never even starting SASL.
+    for i in range(NEVER_STARTED):
+        # Never even starting SASL: a create, or a Metadata request that would auto-create.
         name = f"auth-none.{uuid.uuid4().hex[:10]}"
         skipped.add(name)
         wire = client(sasl_front.bootstrap)
         try:
-            wire.send(create_topics_request(name))
+            wire.send(auto_create_request(name) if i % 2 else create_topics_request(name))
             results.append(closed(wire))
         finally:
             wire.close()
     assert all(results)
-    assert refused(sasl_front) - before == ATTEMPTS + ATTEMPTS // 4
+    metadata = NEVER_STARTED // 2
+    creates = ATTEMPTS + NEVER_STARTED - metadata
+    assert refused(sasl_front) - before == creates
+    audited(sasl_front.audit_events()[seen:], {"CreateTopics": creates, "Metadata": metadata})
     no_trace(sasl_front, kafka, names | skipped)
 
 
@@ -149,5 +177,6 @@ def test_an_authenticated_connection_is_judged_as_its_principal(
     assert int(result.error_code) == 0, result
     [event] = [e for e in sasl_front.audit_events() if e["topic"] == name]
     assert (event["principal"], event["decision"]) == ("User:alice", "allowed")
+    assert [e for e in sasl_front.audit_events() if e["conn"] == event["conn"]] == [event]
     direct = AdminClient({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 3})
     direct.delete_topics([name])[name].result(60)
