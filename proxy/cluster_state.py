@@ -7,6 +7,10 @@ Cost per fact, on a cache miss (connection set-up and SASL not counted):
 - BROKER_DEFAULTS: one DescribeConfigs on the connected broker (plus one Metadata the first
   time on a connection, to learn the broker ids).
 
+After the proxy forwards a broker config change, every read first waits until the connected
+broker shows it (one DescribeConfigs per poll): a broker applies a change a moment after the
+controller commits it, and a read before that would cache the old defaults and topic configs.
+
 Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
 """
 
@@ -24,9 +28,12 @@ from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.types import TopicName
 
 from codec.errors import CodecError
+from codec.topic_view import ConfigResourceItem
 from policy.cluster import InMemoryCluster
+from policy.config_synonyms import BROKER_TO_TOPIC
+from policy.configs import split_list
 from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
-from proxy.broker_defaults import topic_defaults
+from proxy.broker_defaults import CREATE_DEFAULTS, topic_defaults
 from proxy.broker_discovery import BrokerDiscovery, brokers_request
 from proxy.cluster_requests import (
     BROKER_RESOURCE,
@@ -52,8 +59,15 @@ _ABSENT = frozenset(
         ErrorCode.invalid_topic_exception,
     }
 )
-# DescribeConfigs' config_source for a value set on the topic itself.
+# DescribeConfigs' config_source for a value set on the topic itself, and on the broker itself.
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+# The broker configs the facts are read from: a change to any other one changes no fact.
+FACT_KEYS = frozenset(BROKER_TO_TOPIC) | frozenset(CREATE_DEFAULTS)
+# How long a read waits for the connected broker to apply a forwarded broker config change
+# (metadata reaches every broker within moments), and the pauses between its polls.
+APPLIED_WAIT_S = 5.0
+APPLIED_POLL_S = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
 _ALL: Key = ("all-topics",)
 _DEFAULTS: Key = ("broker-defaults",)
 
@@ -81,6 +95,7 @@ class ClusterStateReader:
         request_timeout_s: float = 10.0,
         sasl: SaslCredentials | None = None,
         discovery: BrokerDiscovery | None = None,
+        applied_wait_s: float = APPLIED_WAIT_S,
     ) -> None:
         if not bootstrap:
             raise ValueError("ClusterStateReader needs at least one bootstrap server")
@@ -103,6 +118,10 @@ class ClusterStateReader:
         # Expired entries are dropped when the cache doubles, so that names clients make up
         # cannot grow it without bound.
         self._prune_at = PRUNE_MIN
+        # Broker config changes the brokers accepted that the connected broker may not show yet.
+        self._unapplied: list[ConfigResourceItem] = []
+        self._applied_lock = asyncio.Lock()
+        self._applied_wait_s = applied_wait_s
 
     async def snapshot(
         self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
@@ -113,6 +132,8 @@ class ClusterStateReader:
         every other topic, but with Metadata only (no configs). `marked_for_deletion` is always
         False: KRaft removes a deleted topic from the metadata at once.
         """
+        if self._unapplied:
+            await self._await_applied()
         wanted = frozenset(facts)
         states: dict[str, TopicState] = {}
         brokers = 1
@@ -177,9 +198,17 @@ class ClusterStateReader:
         for topic_id in topic_ids:
             self._forget(("id", topic_id))
 
-    def invalidate_broker_defaults(self) -> None:
+    def invalidate_broker_defaults(self, changes: Sequence[ConfigResourceItem] = ()) -> None:
         """Forget the broker defaults and every topic's configs (a broker config was changed:
-        the topics that inherit it have new effective values)."""
+        the topics that inherit it have new effective values).
+
+        `changes` are the broker resources the brokers accepted: the next read first waits until
+        the connected broker shows them, so that it cannot cache the values they replaced.
+        """
+        self._forget_configs()
+        self._unapplied.extend(c for c in changes if c.resource_type == BROKER_RESOURCE)
+
+    def _forget_configs(self) -> None:
         self._epoch += 1
         stale = [
             k
@@ -190,6 +219,47 @@ class ClusterStateReader:
             del self._cache[k]
         # A read in flight may have seen the old values.
         self._inflight.clear()
+
+    async def _await_applied(self) -> None:
+        """Wait until the connected broker shows the forwarded broker config changes; fail closed
+        (ClusterStateUnavailable) if it does not within the wait."""
+        async with self._applied_lock:
+            changes = list(self._unapplied)
+            if not changes:
+                return  # another read waited for them
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._applied_wait_s
+            pauses = iter(APPLIED_POLL_S)
+            # A failed read raises and leaves the changes awaited by the next read.
+            while not await self._read(
+                "the broker configs just changed", lambda: self._shows(changes)
+            ):
+                if loop.time() >= deadline:
+                    del self._unapplied[: len(changes)]
+                    raise ClusterStateUnavailable(
+                        f"the broker at {self._address} does not show the broker config "
+                        f"change the proxy forwarded after {self._applied_wait_s:g} s"
+                    )
+                await asyncio.sleep(next(pauses, APPLIED_POLL_S[-1]))
+            del self._unapplied[: len(changes)]
+            # What reads cached while the broker lagged holds the old values.
+            self._forget_configs()
+
+    async def _shows(self, changes: Sequence[ConfigResourceItem]) -> bool:
+        """Whether the connected broker's configs show every change that reaches its facts."""
+        names = sorted({c.name for c in changes})
+        response = await self._call(describe_configs_request(BROKER_RESOURCE, names))
+        seen: dict[str, dict[str, str | None]] = {}
+        for result in response.results:
+            if result.error_code is not ErrorCode.none:
+                continue  # another broker's own configs: not what this connection reads
+            # The cluster default's configs are all its own; a broker's, those set on it.
+            seen[result.resource_name] = {
+                c.name: c.value
+                for c in result.configs
+                if not result.resource_name or c.config_source == DYNAMIC_BROKER_CONFIG
+            }
+        return all(_shows(seen[c.name], c) for c in changes if c.name in seen)
 
     def _forget(self, key: Key, topic: str | None = None, topic_id: str | None = None) -> None:
         """Drop `key`, every entry holding the topic named or identified, and the aggregates."""
@@ -457,6 +527,27 @@ class ClusterStateReader:
         self._node_id = None
         self._next_server = (self._next_server + 1) % len(self._bootstrap)
         await current.close()
+
+
+def _shows(dynamic: Mapping[str, str | None], change: ConfigResourceItem) -> bool:
+    """Whether a resource's dynamic configs show the change (the keys facts are read from)."""
+    for key, op, value in change.ops:
+        if key not in FACT_KEYS:
+            continue
+        current = dynamic.get(key)
+        if op == "SET" and value is not None:
+            done = current is not None and current.strip() == value.strip()
+        elif op in ("SET", "DELETE"):
+            done = key not in dynamic
+        elif op == "APPEND":
+            done = set(split_list(value)) <= set(split_list(current))
+        else:
+            done = not set(split_list(value)) & set(split_list(current))
+        if not done:
+            return False
+    # The legacy AlterConfigs removes every dynamic config it does not name.
+    named = {key for key, _, _ in change.ops}
+    return not change.replace or not any(k in FACT_KEYS and k not in named for k in dynamic)
 
 
 def _describe(exc: BaseException) -> str:

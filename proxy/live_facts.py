@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Sequence
 
+from codec.topic_view import ConfigResourceItem
 from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
 from policy.engine import CompiledPolicy
 from policy.judge import NO_FACTS, BrokerConfigJudgement, FactQuery, Facts, Judgement, Verdict
@@ -81,9 +82,10 @@ class LiveFacts:
         """The broker deleted this topic: it is known to be absent (by name and by id)."""
         self._reader.deleted(topic, topic_id)
 
-    def invalidate_broker_defaults(self) -> None:
-        """The proxy forwarded a broker config change: re-read the defaults next time."""
-        self._reader.invalidate_broker_defaults()
+    def invalidate_broker_defaults(self, changes: Sequence[ConfigResourceItem] = ()) -> None:
+        """The proxy forwarded a broker config change: re-read the defaults next time, once the
+        connected broker shows `changes` (those the brokers accepted)."""
+        self._reader.invalidate_broker_defaults(changes)
 
 
 def unresolved_ids(verdicts: Sequence[Verdict]) -> list[str]:

@@ -19,6 +19,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, SplitPlan, guarded_api
+from codec.guarded.configs import BROKER_RESOURCE
 from codec.registry import encode
 from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
@@ -143,23 +144,40 @@ class TopicPolicyFilter(Filter):
         """The response hook: forget what the broker changed, then merge a split answer."""
         facts = self._facts
         version = ctx.api_version
-        broker_configs = api.changes_broker_configs(forwarded)
+        brokers = _broker_resources(api, forwarded)
 
         def after(body: bytes) -> bytes:
             response = None
-            if plan is not None or ctx.api_key == DELETE_TOPICS:
+            if plan is not None or ctx.api_key == DELETE_TOPICS or brokers:
                 response = api.decode_response(version, body)
             if not validate_only:
                 # The broker may have changed these: the next decision must re-read them.
                 for name in names:
                     facts.invalidate(name)
-                if broker_configs:
-                    facts.invalidate_broker_defaults()
+                if brokers:
+                    facts.invalidate_broker_defaults(_accepted(brokers, response))
                 if response is not None and ctx.api_key == DELETE_TOPICS:
                     _forget_deleted(facts, response)
             return body if plan is None else api.merge(plan, response)
 
         return after
+
+
+def _broker_resources(api: GuardedApi, request: Any) -> list[ConfigResourceItem]:
+    """The broker resources (the cluster default among them) a forwarded request changes."""
+    if not api.changes_broker_configs(request):
+        return []
+    return [i for i in api.resource_items(request) if i.resource_type == BROKER_RESOURCE]
+
+
+def _accepted(items: Sequence[ConfigResourceItem], response: Any) -> list[ConfigResourceItem]:
+    """The resources the broker answered without an error: it changed them."""
+    done = {
+        (int(r.resource_type), r.resource_name)
+        for r in response.responses
+        if r.error_code is ErrorCode.none
+    }
+    return [i for i in items if (i.resource_type, i.name) in done]
 
 
 def _forget_deleted(facts: LiveFacts, response: Any) -> None:

@@ -29,6 +29,7 @@ class FakeReader:
         self.deleted_topics: list[tuple[str | None, str | None]] = []
         self.forgotten_ids: list[str] = []
         self.defaults_invalidated = 0
+        self.applied: list[Any] = []  # the broker config changes to wait for
 
     async def snapshot(
         self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
@@ -47,8 +48,9 @@ class FakeReader:
     def forget_ids(self, topic_ids: Collection[str]) -> None:
         self.forgotten_ids.extend(topic_ids)
 
-    def invalidate_broker_defaults(self) -> None:
+    def invalidate_broker_defaults(self, changes: Sequence[Any] = ()) -> None:
         self.defaults_invalidated += 1
+        self.applied.extend(changes)
 
 
 def live_facts(reader: FakeReader, resolve_retry_s: Sequence[float] = (0.0,)) -> LiveFacts:

@@ -334,4 +334,20 @@ async def test_an_allowed_broker_config_change_drops_the_cached_facts(records: R
     assert isinstance(verdict, Forward) and verdict.hook is not None
     assert verdict.hook(altered()) == altered()
     assert reader.defaults_invalidated == 1
+    # What the broker accepted is awaited on the reader's broker before the next read.
+    ((item),) = reader.applied
+    assert (item.resource_type, item.name, item.ops) == (
+        4,
+        "",
+        (("log.retention.ms", "SET", "3600000"),),
+    )
+
+
+async def test_a_broker_config_change_the_broker_refused_is_not_awaited(records: Records) -> None:
+    reader = FakeReader()
+    ctx = context(44, 1, alter_cluster_default("3600000"), principal="User:ops")
+    verdict = await topic_policy(reader, records, BROKER_POLICY).on_request(ctx)
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    assert verdict.hook(altered(42)) == altered(42)
+    assert (reader.defaults_invalidated, reader.applied) == (1, [])
     assert records.read()[0]["decision"] == "allowed"
