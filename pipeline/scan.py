@@ -70,10 +70,9 @@ from policy.engine import CompiledPolicy
 from policy.judge import FactQuery, Facts, judge
 from policy.model import Principal, TopicRequest, TopicState, freeze_assignment
 from policy.overlays import OtherTopics
-from policy.snapshot_format import TopicLine, parse_line
+from policy.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
 
 DEFAULT_PRINCIPAL = Principal().name
-SET_ON_TOPIC = "DYNAMIC_TOPIC_CONFIG"
 COMPLIANT, VIOLATING, AUDIT_ONLY = "compliant", "violating", "audit-only"
 # The record's decisions as the scan names them.
 DECISIONS = {

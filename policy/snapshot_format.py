@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from policy.cluster import InMemoryCluster
 from policy.model import ConfigMap, TopicState
 
 SNAPSHOT_SCHEMA = 1
+# The config source of a value set on the topic itself (DescribeConfigs' source 1).
+SET_ON_TOPIC = "DYNAMIC_TOPIC_CONFIG"
 
 
 class SnapshotError(ValueError):
@@ -33,7 +35,11 @@ class ClusterLine:
 
 @dataclass(frozen=True, slots=True)
 class TopicLine:
-    """One topic: its state, and where each of its configs comes from."""
+    """One topic: its state, and where each of its configs comes from.
+
+    The state's `overrides` are the configs whose source is DYNAMIC_TOPIC_CONFIG; None for a
+    line without `config_sources`, which says nothing about inheritance.
+    """
 
     cluster_id: str | None
     state: TopicState
@@ -69,16 +75,20 @@ def parse_line(text: str) -> SnapshotLine:
         raise SnapshotError("not a snapshot line: not a JSON object")
     try:
         return _line(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"bad {data.get('kind')} line: {type(exc).__name__}: {exc}") from None
 
 
 def _line(data: Mapping[str, Any]) -> SnapshotLine:
     kind = data.get("kind")
     if kind == "topic":
-        return TopicLine(
-            data["cluster_id"], TopicState.from_dict(data), data.get("config_sources") or {}
-        )
+        state = TopicState.from_dict(data)
+        sources = data.get("config_sources")
+        if sources is not None:
+            # Only a value set on the topic itself is out of a new broker default's reach.
+            set_on_topic = (key for key, source in sources.items() if source == SET_ON_TOPIC)
+            state = replace(state, overrides=frozenset(set_on_topic))
+        return TopicLine(data["cluster_id"], state, sources or {})
     if kind == "cluster":
         if data.get("schema") != SNAPSHOT_SCHEMA:
             raise ValueError(f"schema {data.get('schema')!r}, this reader knows {SNAPSHOT_SCHEMA}")

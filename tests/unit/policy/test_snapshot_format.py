@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from policy.cluster import InMemoryCluster
 from policy.snapshot_format import SnapshotError, TopicLine, parse_line, parse_snapshot
 
 
@@ -63,6 +64,35 @@ def test_a_topic_line_keeps_its_config_sources() -> None:
     assert isinstance(line, TopicLine)
     assert line.config_sources == {"retention.ms": "DYNAMIC_TOPIC_CONFIG"}
     assert line.state.name == "orders" and line.cluster_id == "C1"
+
+
+def test_the_configs_set_on_the_topic_are_its_overrides() -> None:
+    data = json.loads(snapshot(("orders", 1, False))[1])
+    data["configs"]["cleanup.policy"] = "delete"
+    data["config_sources"]["cleanup.policy"] = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    line = parse_line(json.dumps(data))
+    assert isinstance(line, TopicLine)
+    assert line.state.overrides == {"retention.ms"}
+    assert line.state.inherits("cleanup.policy") and not line.state.inherits("retention.ms")
+    # Shipped to the Spark workers as the cluster's JSON, the overrides travel along.
+    shipped = InMemoryCluster.from_dict(InMemoryCluster.of([line.state]).to_dict())
+    assert shipped.topic("orders") == line.state
+
+
+def test_a_line_without_config_sources_leaves_inheritance_unknown() -> None:
+    data = json.loads(snapshot(("orders", 1, False))[1])
+    del data["config_sources"]
+    line = parse_line(json.dumps(data))
+    assert isinstance(line, TopicLine)
+    assert line.state.overrides is None and line.state.inherits("retention.ms")
+    assert line.config_sources == {}
+
+
+def test_config_sources_that_are_not_an_object_are_refused() -> None:
+    data = json.loads(snapshot(("orders", 1, False))[1])
+    data["config_sources"] = ["DYNAMIC_TOPIC_CONFIG"]
+    with pytest.raises(SnapshotError, match="bad topic line"):
+        parse_line(json.dumps(data))
 
 
 @pytest.mark.parametrize(
