@@ -12,8 +12,10 @@ from pyspark.sql.types import StringType, StructField, StructType
 from pipeline.spark_schema import struct_type
 from policy.decision_log import (
     EVENT_KIND,
+    NOT_TOPIC_ACTIONS,
     READABLE_VERSIONS,
     Outcome,
+    RecordedAction,
     ResourceType,
     json_schema,
 )
@@ -38,6 +40,9 @@ REQUIRED = (
     "violations",
 )
 DECISIONS = tuple(o.value for o in Outcome)
+ACTIONS = tuple(a.value for a in RecordedAction)
+_NOT_TOPIC_ACTIONS = tuple(a.value for a in NOT_TOPIC_ACTIONS)
+_RESOURCE_TYPES = tuple(r.value for r in ResourceType)
 
 
 @dataclass(frozen=True)
@@ -82,12 +87,27 @@ def read_audit(
     )
 
 
+def resource_type() -> Column:
+    """The event's resource type; a v1 event (none recorded) is about a topic."""
+    return F.coalesce(F.col("resource_type"), F.lit(ResourceType.TOPIC.value))
+
+
+def resource() -> Column:
+    """The event's resource name; a v1 event's is its topic."""
+    return F.coalesce(F.col("resource"), F.col("topic"))
+
+
+def about_topic() -> Column:
+    """Whether the event is about a topic (every v1 event is)."""
+    return resource_type() == F.lit(ResourceType.TOPIC.value)
+
+
 def _problem(required: Sequence[str]) -> Column:
     missing = [F.when(F.col(name).isNull(), F.lit(name)) for name in required]
-    is_topic = F.coalesce(F.col("resource_type"), F.lit(ResourceType.TOPIC.value)) == F.lit(
-        ResourceType.TOPIC.value
-    )
+    is_topic = about_topic()
     missing.append(F.when(is_topic & F.col("topic").isNull(), F.lit("topic")))
+    # As the record's owner has it (`DecisionRecord`): a topic is named exactly by topic
+    # records, and admin_api and alter_broker_config are exactly the records of no topic.
     return (
         F.when(F.col(CORRUPT).isNotNull(), F.lit("not a JSON object of the audit schema"))
         .when(
@@ -102,5 +122,18 @@ def _problem(required: Sequence[str]) -> Column:
         .when(
             F.coalesce(*missing).isNotNull(),
             F.concat(F.lit("missing field "), F.coalesce(*missing)),
+        )
+        .when(~F.col("action").isin(*ACTIONS), F.format_string("unknown action %s", "action"))
+        .when(
+            ~resource_type().isin(*_RESOURCE_TYPES),
+            F.format_string("unknown resource type %s", "resource_type"),
+        )
+        .when(
+            is_topic == F.col("action").isin(*_NOT_TOPIC_ACTIONS),
+            F.format_string("action %s on resource type %s", F.col("action"), resource_type()),
+        )
+        .when(
+            ~is_topic & F.col("topic").isNotNull(),
+            F.format_string("a topic on resource type %s", "resource_type"),
         )
     )

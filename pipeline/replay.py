@@ -5,6 +5,12 @@ executors (an Arrow UDF over the raw request JSON), and compared with the record
 A recorded admin API call (`action: admin_api`, no topic) is judged again by the candidate's
 `admin_apis` rules, which read no cluster facts. A request the proxy refused before any
 judgement (sent before SASL authentication completed) stays denied: no policy changes that.
+A recorded change of a config resource that is not a topic (`action: alter_broker_config`: a
+broker, the cluster default, a logger, a group, client metrics) is judged again by the judge's
+`BrokerConfigJudgement` with the candidate's `broker_configs` rules. A new topic-config
+default the candidate grants, of a key its topic rules check, is also checked against every
+topic that inherits it: no event records every topic, so it is `unknown` without a snapshot,
+and judged against the snapshot's topics (their overrides from its config sources) with one.
 
 Each request is judged by the one judge (`policy.judge`) with the facts its event recorded
 (`policy.recorded_facts.RecordedFacts`): facts the candidate needs that the event lacks
@@ -19,8 +25,10 @@ A request that cannot be parsed or evaluated becomes `error`, with the reason; n
 
 Outputs under `out/` (Parquet, overwritten), plus `replay.html` and `summary.json`:
 
-- `decisions`: time, principal, client_id, api, action, topic, validate_only, old_decision,
-  old_rules, new_decision, new_rules, new_messages, flip, flip_rules, reason. Decisions are the
+- `decisions`: time, principal, client_id, api, action, resource_type, resource, topic,
+  validate_only, old_decision, old_rules, new_decision, new_rules, new_messages, flip,
+  flip_rules, reason. `resource_type` and `resource` are the record's (a schema 1 record's are
+  `topic` and its topic); `topic` is null for records of no topic. Decisions are the
   audit log's (allowed, denied, audit-would-deny) plus `unknown` and `error`. `flip` is
   `allow->deny`, `deny->allow`, `none`, `unknown` or `error`; audit-would-deny counts as allowed
   (the request went through). `flip_rules` are the rules behind a flip: for allow->deny the
@@ -30,9 +38,10 @@ Outputs under `out/` (Parquet, overwritten), plus `replay.html` and `summary.jso
   `flip_rules` and principal (a request flipped by two rules counts once for each).
 - `malformed`: source, problem, lines: audit lines that are not good events.
 
-`summary.json` (also returned): requests, unchanged (flip none), rules_changed (of those, the
-ones whose violated rules differ), allow_to_deny, deny_to_allow, unknown, errors,
-malformed_lines, new_decisions, unknown_reasons, the policy, the snapshot and the outputs.
+`summary.json` (also returned): requests, actions (requests per recorded action), unchanged
+(flip none), rules_changed (of those, the ones whose violated rules differ), allow_to_deny,
+deny_to_allow, unknown, errors, malformed_lines, new_decisions, unknown_reasons, the policy,
+the snapshot and the outputs.
 The evaluating pass runs once: its counts are observed on the way, and the input is read a
 second time only when there are malformed lines to group by file and reason.
 """
@@ -50,16 +59,25 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
-from pipeline.audit_events import read_audit
+from pipeline.audit_events import ACTIONS, read_audit, resource, resource_type
 from pipeline.html_report import Chart, Report, Table, bar_chart, render
 from pipeline.output import write_text
 from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
 from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
 from policy.admin_apis import AdminDecision, AdminRequest
+from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
 from policy.cluster import InMemoryCluster
 from policy.decision_log import PASSED, Outcome, outcome, refusal_violation
 from policy.engine import CompiledPolicy
-from policy.judge import CLUSTER_STATE_RULE, FactsNotRecorded, Judgement, judge_admin
+from policy.judge import (
+    CLUSTER_STATE_RULE,
+    NO_FACTS,
+    BrokerConfigJudgement,
+    ClusterFacts,
+    FactsNotRecorded,
+    Judgement,
+    judge_admin,
+)
 from policy.model import (
     Action,
     AlterKind,
@@ -113,6 +131,12 @@ _ALLOWED = Outcome.ALLOWED.value
 _ADMIN_API = '{"api":'  # an admin API call's request (`AdminRequest.to_dict()`)
 _REFUSED = '{"refused":'  # a request refused before any judgement (`refusal_record`)
 _DENIED = Outcome.DENIED.value
+# A non-topic config resource's request (`BrokerConfigRequest.to_dict()`, then rules, outside).
+_BROKER_CONFIG = '{"config_resource":'
+ALL_TOPICS_NOT_RECORDED = (
+    "needs cluster facts: every topic's state (a new topic-config default); pass --snapshot"
+)
+ALL_TOPICS_FROM_SNAPSHOT = "cluster facts from the snapshot: every topic's state"
 
 
 class RequestParser:
@@ -211,6 +235,8 @@ class Replayer:
                 # An admin API call needs no cluster facts: the candidate's admin_apis decide.
                 admin = AdminRequest.from_dict(_object(text))
                 return _row(judge_admin(self.policy, admin), None)
+            if text.startswith(_BROKER_CONFIG):
+                return self._broker_config(BrokerConfigRequest.from_dict(_object(text)))
             request = self._parser.parse(text)
             judgement = Judgement(self.policy, (request,))
             try:
@@ -247,6 +273,18 @@ class Replayer:
             [pa.array(c, f.type) for c, f in zip(columns, RESULT, strict=True)], fields=list(RESULT)
         )
 
+    def _broker_config(self, request: BrokerConfigRequest) -> Row:
+        """A non-topic config change: the candidate's grants, and the topics if a default."""
+        judgement = BrokerConfigJudgement(self.policy, (request,))
+        if not judgement.query.facts:
+            (decision,) = judgement.decide(NO_FACTS)
+            return _row(decision, None)
+        # Every topic's state: never in an event, so only a snapshot can say.
+        if self.cluster is None:
+            return (UNKNOWN, _NONE, _NONE, _NONE, ALL_TOPICS_NOT_RECORDED)
+        (decision,) = judgement.decide(ClusterFacts(self.cluster).read(judgement.query))
+        return _row(decision, ALL_TOPICS_FROM_SNAPSHOT)
+
     def _reason(
         self, request: TopicRequest, needs: frozenset[Fact], decision: Decision
     ) -> str | None:
@@ -264,7 +302,7 @@ class Replayer:
         return reason
 
 
-def _row(decision: Decision | AdminDecision, reason: str | None) -> Row:
+def _row(decision: Decision | AdminDecision | BrokerConfigDecision, reason: str | None) -> Row:
     violations = decision.violations
     if not violations:
         return (_ALLOWED, _NONE, _NONE, _NONE, reason)
@@ -323,6 +361,8 @@ def replay_lines(
         "client_id",
         "api",
         "action",
+        resource_type().alias("resource_type"),
+        resource().alias("resource"),
         "topic",
         "validate_only",
         F.col("decision").alias("old_decision"),
@@ -340,6 +380,8 @@ def replay_lines(
         "client_id",
         "api",
         "action",
+        "resource_type",
+        "resource",
         "topic",
         "validate_only",
         "old_decision",
@@ -362,6 +404,8 @@ DECISION_COLUMNS = (
     "client_id",
     "api",
     "action",
+    "resource_type",
+    "resource",
     "topic",
     "validate_only",
     "old_decision",
@@ -440,6 +484,7 @@ def _counts() -> list[Column]:
     ]
     counts += [F.count_if(good & (flip == f)).alias(f"flip:{f}") for f in FLIPS]
     counts += [F.count_if(good & (decision == d)).alias(f"new:{d}") for d in NEW_DECISIONS]
+    counts += [F.count_if(good & (F.col("action") == a)).alias(f"action:{a}") for a in ACTIONS]
     return counts
 
 
@@ -499,12 +544,13 @@ def _collect_facts(
         .collect()
     )
     sample = (
-        flipped.orderBy("time", "principal", "topic")
+        flipped.orderBy("time", "principal", "resource_type", "resource")
         .select(
             F.unix_micros("time").alias("micros"),
             "flip",
             "principal",
-            "topic",
+            "resource_type",
+            "resource",
             "action",
             "old_rules",
             "new_messages",
@@ -546,6 +592,7 @@ def _summary(
         "policy": policy_file,
         "snapshot": {"paths": list(snapshots), "cluster_id": cluster_id} if snapshots else None,
         "requests": counts["requests"],
+        "actions": {a: counts[f"action:{a}"] for a in ACTIONS},
         "unchanged": counts[f"flip:{NO_FLIP}"],
         "rules_changed": counts["rules_changed"],
         "allow_to_deny": counts[f"flip:{ALLOW_TO_DENY}"],
@@ -575,9 +622,9 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) 
     if snapshot is None:
         notes.append(
             "No snapshot: requests for which the candidate needs cluster facts that audit "
-            "events do not record (topic names, broker count, total partitions, or a topic "
-            "state or broker defaults the recorded policy did not fetch) are unknown. Pass "
-            "--snapshot to decide them."
+            "events do not record (topic names, broker count, total partitions, a topic "
+            "state or broker defaults the recorded policy did not fetch, or every topic's "
+            "state for a new topic-config default) are unknown. Pass --snapshot to decide them."
         )
     else:
         notes.append(
@@ -612,13 +659,13 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) 
         ),
         Table(
             f"Flipped requests (the first {SAMPLE_ROWS} by time)",
-            ["time", "flip", "principal", "topic", "action", "recorded rules", "new violations"],
+            ["time", "flip", "principal", "resource", "action", "recorded rules", "new violations"],
             [
                 [
                     _time(r["micros"]),
                     r["flip"],
                     r["principal"],
-                    r["topic"],
+                    f"{r['resource_type']} {r['resource']}".rstrip(),
                     r["action"],
                     ", ".join(r["old_rules"]),
                     "; ".join(r["new_messages"]),

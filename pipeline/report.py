@@ -6,15 +6,20 @@ they are; an aggregate of it over the whole input (no hour, so small) gives the 
 which are ranked on the driver. Each table is Parquet under `out/`, overwritten; times are
 UTC instants, counts are longs:
 
-- `decisions`: hour, principal, topic, action, api, decision, mode, events. `hour` is the event
-  time truncated to the UTC hour; `decision` is allowed, denied or audit-would-deny; `mode` is
-  the policy's (audit when it ran as a dry run).
-- `violations`: hour, principal, topic, action, api, decision, mode, rule, rule_mode, events.
+- `decisions`: hour, principal, topic, action, api, resource_type, resource, decision, mode,
+  events. `hour` is the event time truncated to the UTC hour; `topic` is null for the records of
+  no topic (`admin_api`, `alter_broker_config`), whose resource (the API, the broker, the
+  cluster default "", ...) is `resource_type` and `resource` (a schema 1 record's are `topic`
+  and its topic); `decision` is allowed, denied or audit-would-deny; `mode` is the policy's
+  (audit when it ran as a dry run).
+- `violations`: hour, principal, topic, action, api, resource_type, resource, decision, mode,
+  rule, rule_mode, events.
   One count per (event, violated rule): an event breaking two rules counts once for each; a
   rule listed twice in one event (two of its checks failed) counts once.
 - `top_denied_principals`: rank, principal, denials, topics, first_seen, last_seen. Denied
-  events per principal over the whole input, the distinct topics denied, the first and last
-  denial; rank 1 has the most denials, ties by name. Only principals with denials.
+  events per principal over the whole input (records of no topic included), the distinct
+  topics denied, the first and last denial; rank 1 has the most denials, ties by name. Only
+  principals with denials.
 - `top_denied_rules`: rank, rule, denials, principals, topics, first_seen, last_seen. Denied
   events in which the rule was violated in enforce mode (an event denied by two rules counts
   for both).
@@ -28,7 +33,9 @@ UTC instants, counts are longs:
   and reason (`AuditInput.malformed`); they are never counted as events.
 
 The ranked tables, `would_deny` and `malformed` are sorted; the others are in no order.
-`report.html` (self-contained) and `summary.json` (what `run_report` returns) sit next to them.
+`report.html` (self-contained) and `summary.json` (what `run_report` returns) sit next to them;
+the summary counts the events per decision and per recorded action (`actions`, every action
+of the record's schema, zeros included), as the replay's summary does.
 """
 
 from __future__ import annotations
@@ -45,11 +52,28 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 from pyspark.storagelevel import StorageLevel
 
-from pipeline.audit_events import DECISIONS, AuditInput, read_audit
+from pipeline.audit_events import (
+    ACTIONS,
+    DECISIONS,
+    AuditInput,
+    about_topic,
+    read_audit,
+    resource,
+    resource_type,
+)
 from pipeline.html_report import Chart, Report, Table, bar_chart, render, time_chart
 from pipeline.output import write_text
 
-EVENT_KEYS = ("principal", "topic", "action", "api", "decision", "mode")
+EVENT_KEYS = (
+    "principal",
+    "topic",
+    "action",
+    "api",
+    "resource_type",
+    "resource",
+    "decision",
+    "mode",
+)
 UNNAMED = "(no rule name)"
 TOP = 10  # rows in the summary and the bar charts
 TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
@@ -133,6 +157,9 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
     hourly = _rows(
         decisions.groupBy("hour", "decision").agg(F.sum("events").alias("events")), ("hour",)
     )
+    by_action = _rows(
+        decisions.groupBy("action", "decision").agg(F.sum("events").alias("events")), ()
+    )
     ordered = _ordered(small)
     for name, rows in ordered.items():
         outputs[name] = f"{base}/{name}"
@@ -142,7 +169,7 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
         frame.write.mode("overwrite").parquet(outputs[name])
     outputs["report"] = f"{base}/report.html"
     outputs["summary"] = f"{base}/summary.json"
-    facts = _facts(totals, hourly, ordered)
+    facts = _facts(totals, hourly, by_action, ordered)
     summary = _summary(facts, outputs)
     write_text(spark, base, "report.html", render(_html(facts, audit)))
     write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -198,7 +225,7 @@ def fine_aggregate(audit: AuditInput) -> DataFrame:
         "problem",
         F.when(good, F.col("time")).alias("time"),
         F.when(good, _utc_hour(F.col("time"))).alias("hour"),
-        *(F.when(good, F.col(key)).alias(key) for key in EVENT_KEYS),
+        *(F.when(good, _key(key)).alias(key) for key in EVENT_KEYS),
         F.explode(F.when(good, F.concat(no_rule, rules)).otherwise(no_rule)).alias("violation"),
     )
     return rows.groupBy(
@@ -215,13 +242,30 @@ def fine_aggregate(audit: AuditInput) -> DataFrame:
     )
 
 
+_RESOURCE_KEYS = {"resource_type": resource_type, "resource": resource}
+
+
+def _key(name: str) -> Column:
+    # Only a record of no topic keeps its resource in the aggregate: a topic record's is its
+    # topic (`_output` puts it back), and would double the biggest key of the shuffle.
+    if name in _RESOURCE_KEYS:
+        return F.when(~about_topic(), F.col(name))
+    return F.col(name)
+
+
+def _output(name: str) -> Column:
+    # Null in the aggregate exactly for topic records: the same expressions as on the input.
+    return _RESOURCE_KEYS[name]().alias(name) if name in _RESOURCE_KEYS else F.col(name)
+
+
 def big_tables(fine: DataFrame) -> dict[str, DataFrame]:
     """`decisions` and `violations`: rows of `fine_aggregate` as they are, no reshuffle."""
     good = fine.where(_good())
+    keys = [_output(key) for key in EVENT_KEYS]
     return {
-        "decisions": good.where(F.col("rule").isNull()).select("hour", *EVENT_KEYS, "events"),
+        "decisions": good.where(F.col("rule").isNull()).select("hour", *keys, "events"),
         "violations": good.where(F.col("rule").isNotNull()).select(
-            "hour", *EVENT_KEYS, "rule", "rule_mode", "events"
+            "hour", *keys, "rule", "rule_mode", "events"
         ),
     }
 
@@ -350,11 +394,15 @@ def _iso(moment: datetime | None) -> str | None:
 def _facts(
     totals: list[dict[str, Any]],
     hourly: list[dict[str, Any]],
+    by_action: list[dict[str, Any]],
     tables: dict[str, list[dict[str, Any]]],
 ) -> dict[str, Any]:
     by_decision = dict.fromkeys(DECISIONS, 0)
     for row in totals:
         by_decision[row["decision"]] = row["events"]
+    actions = {action: dict.fromkeys(DECISIONS, 0) for action in ACTIONS}
+    for row in by_action:
+        actions[row["action"]][row["decision"]] = row["events"]
     per_rule: dict[str, dict[str, Any]] = {}
     for row in tables["would_deny"]:
         entry = per_rule.setdefault(
@@ -366,6 +414,7 @@ def _facts(
         entry["principals"] += row["would_deny"] > 0
     return {
         "decisions": by_decision,
+        "actions": actions,
         "first": min((r["first_seen"] for r in totals), default=None),
         "last": max((r["last_seen"] for r in totals), default=None),
         "hourly": hourly,
@@ -395,6 +444,7 @@ def _summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, Any]:
     return {
         "events": sum(facts["decisions"].values()),
         "decisions": dict(facts["decisions"]),
+        "actions": {action: sum(counts.values()) for action, counts in facts["actions"].items()},
         "malformed": {
             "total": sum(by_problem.values()),
             "by_problem": dict(sorted(by_problem.items())),
@@ -443,6 +493,16 @@ def _html(facts: dict[str, Any], audit: Sequence[str]) -> Report:
             )
         )
     parts += [
+        Table(
+            "Decisions by action",
+            ["action", "events", *DECISIONS],
+            [
+                [action, sum(counts.values()), *counts.values()]
+                for action, counts in facts["actions"].items()
+                if any(counts.values())
+            ],
+            "no decisions",
+        ),
         Table(
             _shown("Top denied principals", facts["principals"], "top_denied_principals"),
             ["rank", "principal", "denials", "topics", "first denial", "last denial"],

@@ -14,6 +14,7 @@ from typing import Any
 
 from codec.api_classes import API_CLASSES
 from policy.admin_apis import AdminRequest
+from policy.broker_configs import BrokerConfigRequest, ConfigResource
 from policy.builders import (
     create_partitions_request,
     create_request,
@@ -23,10 +24,11 @@ from policy.builders import (
     reassignment_request,
 )
 from policy.cluster import InMemoryCluster
-from policy.decision_log import admin_record, decision_record
+from policy.decision_log import admin_record, broker_config_record, decision_record
 from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, judge, judge_admin
-from policy.model import Principal, TopicRequest, TopicState
+from policy.judge import ClusterFacts, judge, judge_admin, judge_broker_configs
+from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest, TopicState
+from policy.snapshot_format import SET_ON_TOPIC
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 PRINCIPALS = (
@@ -81,7 +83,8 @@ def example_cluster(topics: int = 40) -> InMemoryCluster:
 
 
 def write_snapshot(path: Path, cluster: InMemoryCluster, cluster_id: str = "example") -> Path:
-    """The cluster in the snapshot format pipeline/snapshots.py reads (docs/snapshot.md)."""
+    """The cluster in the snapshot format pipeline/snapshots.py reads (docs/snapshot.md); a
+    topic's overrides become its config sources, unknown ones none (as in older snapshots)."""
     lines: list[dict[str, Any]] = [
         {
             "kind": "cluster",
@@ -92,10 +95,22 @@ def write_snapshot(path: Path, cluster: InMemoryCluster, cluster_id: str = "exam
             "defaults": dict(cluster.defaults),
         }
     ]
-    lines += [{"kind": "topic", "cluster_id": cluster_id, **t.to_dict()} for t in cluster.topics]
+    lines += [_topic_line(cluster_id, t) for t in cluster.topics]
     lines.append({"kind": "end", "cluster_id": cluster_id, "topics": len(cluster.topics)})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
+
+
+def _topic_line(cluster_id: str, state: TopicState) -> dict[str, Any]:
+    line = {"kind": "topic", "cluster_id": cluster_id, **state.to_dict()}
+    overrides = line.pop("overrides", None)
+    if overrides is not None:
+        # As `kafka-policy-proxy snapshot` says which configs are set on the topic itself.
+        line["config_sources"] = {
+            key: SET_ON_TOPIC if key in overrides else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+            for key in state.configs
+        }
+    return line
 
 
 def random_request(rng: random.Random, cluster: InMemoryCluster) -> tuple[TopicRequest, str]:
@@ -242,4 +257,41 @@ def admin_events(
             client="10.0.0.9:1",
             api_key=ADMIN_API_KEYS[api],
             api_version=0,
+        )
+
+
+# A config change of a resource that is not a topic: principal, resource kind, resource name
+# ("" for the cluster default) and (key, op, value) changes.
+ConfigCall = tuple[str, str, str, list[tuple[str, str, str | None]]]
+
+
+def broker_config_events(
+    policy: CompiledPolicy,
+    calls: Iterable[ConfigCall],
+    cluster: InMemoryCluster,
+    *,
+    start: datetime = START,
+) -> Iterator[dict[str, Any]]:
+    """Records of broker, cluster-default, logger, group or client-metrics config changes,
+    judged as the proxy judges them (a new topic-config default against `cluster`)."""
+    for i, (principal, resource, name, changes) in enumerate(calls):
+        request = BrokerConfigRequest(
+            ConfigResource(resource),
+            name,
+            Principal(principal, "cli", "10.0.0.9:1"),
+            tuple(ConfigChange(key, ConfigOp(op), value) for key, op, value in changes),
+        )
+        (decision,) = judge_broker_configs(policy, [request], ClusterFacts(cluster))
+        yield broker_config_record(
+            decision,
+            time=_stamp(start + timedelta(seconds=i)),
+            decision_id=f"config{i:026x}",
+            policy_revision=policy.revision,
+            cluster_id="example",
+            proxy_id="proxy-1",
+            conn=i + 1,
+            client="10.0.0.9:1",
+            api="IncrementalAlterConfigs",
+            api_key=44,
+            api_version=1,
         )

@@ -10,7 +10,13 @@ from pyspark.sql import SparkSession
 from pipeline.audit_events import read_audit
 from policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
 from policy.loader import load_policy
-from tests.pipeline.audit_data import admin_events, example_cluster, generate_events, write_events
+from tests.pipeline.audit_data import (
+    admin_events,
+    broker_config_events,
+    example_cluster,
+    generate_events,
+    write_events,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,19 +85,29 @@ def test_v1_events_still_read_with_the_trace_fields_null(
         assert row["decision_id"] and row["policy_revision"].startswith("sha256:")
 
 
-def test_admin_api_events_are_good_events_without_a_topic(
+def test_admin_api_and_broker_config_events_are_good_events_without_a_topic(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     policy = load_policy((REPO / "tests/integration/data/policy.yaml").read_text(), "policy.yaml")
     calls = [("CreateAcls", "User:ANONYMOUS"), ("ElectLeaders", "User:platform-admin")]
     admin = list(admin_events(policy, calls))
+    changes = [("User:x", "cluster_default", "", [("log.cleaner.threads", "SET", "2")])]
+    (config,) = broker_config_events(policy, changes, example_cluster())
     topics = list(generate_events(policy, example_cluster(), 3))
     no_topic = topics[0] | {"topic": None}
-    write_events(tmp_path / "audit.jsonl", [*admin, *topics[1:], no_topic])
+    write_events(tmp_path / "audit.jsonl", [*admin, config, *topics[1:], no_topic])
     audit = read_audit(spark, [str(tmp_path)])
     assert [r["problem"] for r in audit.malformed.collect()] == ["missing field topic"]
     rows = {r["decision_id"]: r for r in audit.events.collect()}
-    assert len(rows) == 4
+    assert len(rows) == 5
+    row = rows[config["decision_id"]]
+    assert (row["action"], row["resource_type"], row["resource"], row["topic"]) == (
+        "alter_broker_config",
+        "cluster",
+        "",
+        None,
+    )
+    assert json.loads(row["request"]) == config["request"]
     for event in admin:
         row = rows[event["decision_id"]]
         assert (row["action"], row["topic"]) == ("admin_api", None)

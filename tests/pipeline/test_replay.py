@@ -13,7 +13,13 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from pipeline.replay import Replayer, RequestParser, run_replay
+from pipeline.replay import (
+    ALL_TOPICS_FROM_SNAPSHOT,
+    ALL_TOPICS_NOT_RECORDED,
+    Replayer,
+    RequestParser,
+    run_replay,
+)
 from pipeline.snapshots import SnapshotError
 from policy.cluster import InMemoryCluster
 from policy.decision_log import refusal_record
@@ -21,8 +27,11 @@ from policy.judge import CLUSTER_STATE_RULE
 from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
 from policy.recorded_facts import defaults_folded, missing_facts
+from policy.snapshot_format import parse_snapshot
 from tests.pipeline.audit_data import (
+    ConfigCall,
     admin_events,
+    broker_config_events,
     example_cluster,
     generate_events,
     write_events,
@@ -34,6 +43,20 @@ EXAMPLE = REPO / "examples" / "policy.yaml"
 EVENTS = 1500
 ALLOWED = ("allowed", "audit-would-deny")
 CLUSTER_WIDE = {Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS}
+DAY_MS = 86_400_000
+ALICE_THREADS: ConfigCall = ("User:alice", "broker", "1", [("num.io.threads", "SET", "8")])
+LONG_RETENTION: ConfigCall = (
+    "User:platform-admin",
+    "cluster_default",
+    "",
+    [("log.retention.ms", "SET", str(90 * DAY_MS))],
+)
+TINY_SEGMENTS: ConfigCall = (
+    "User:platform-admin",
+    "cluster_default",
+    "",
+    [("log.segment.bytes", "SET", "1048576")],
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +99,19 @@ def candidate(tmp_path: Path, name: str, edit: Any) -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def grant_alice_threads(document: dict[str, Any]) -> None:
+    """The example policy, plus num.io.threads on the brokers for User:alice (up to 16)."""
+    document["broker_configs"].append(
+        {
+            "name": "alice-threads",
+            "principals": ["User:alice"],
+            "resources": ["broker"],
+            "keys": ["num.io.threads"],
+            "configs": {"num.io.threads": {"max": 16}},
+        }
+    )
 
 
 def test_the_recorded_policy_flips_nothing_with_a_snapshot(
@@ -374,24 +410,115 @@ def test_a_refusal_before_authentication_stays_denied_whatever_the_candidate() -
     assert reason == "refused before any judgement"
 
 
-def test_admin_api_events_are_replayed_through_the_candidates_admin_apis(
+def test_records_of_no_topic_are_replayed_by_the_candidates_admin_apis_and_broker_configs(
     spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     recorded = load_policy("version: 1\nrules: [{name: r, partitions: {max: 9}}]\n")
     calls = [("CreateAcls", "User:ops"), ("ElectLeaders", "User:ops"), ("CreateAcls", "User:x")]
     admin = list(admin_events(recorded, calls))
     assert [e["decision"] for e in admin] == ["denied"] * 3
-    candidate = tmp_path / "candidate.yaml"
-    document = yaml.safe_load(EXAMPLE.read_text())
-    document["admin_apis"] = [{"name": "ops", "principals": ["User:ops"], "apis": ["CreateAcls"]}]
-    candidate.write_text(yaml.safe_dump(document))
+    example = load_policy(EXAMPLE.read_text(), str(EXAMPLE))
+    configs = list(
+        broker_config_events(example, [ALICE_THREADS, LONG_RETENTION], example_cluster())
+    )
+    assert [e["decision"] for e in configs] == ["denied"] * 2
+
+    def edit(document: dict[str, Any]) -> None:
+        document["admin_apis"] = [
+            {"name": "ops", "principals": ["User:ops"], "apis": ["CreateAcls"]}
+        ]
+        grant_alice_threads(document)
+
+    policy = candidate(tmp_path, "candidate.yaml", edit)
     (tmp_path / "audit").mkdir()
-    write_events(tmp_path / "audit" / "a.jsonl", [*events[:10], *admin])
-    summary = run_replay(spark, str(candidate), [str(tmp_path / "audit")], str(tmp_path / "out"))
-    assert summary["requests"] == 13 and summary["errors"] == 0
-    rows = spark.read.parquet(str(tmp_path / "out" / "decisions")).where("action = 'admin_api'")
+    write_events(tmp_path / "audit" / "a.jsonl", [*events[:10], *admin, *configs])
+    summary = run_replay(spark, str(policy), [str(tmp_path / "audit")], str(tmp_path / "out"))
+    assert summary["requests"] == 15 and summary["errors"] == 0
+    assert summary["actions"]["admin_api"] == 3 and summary["actions"]["alter_broker_config"] == 2
+    # The new default needs every topic's state, which no event records: undecided, counted.
+    assert summary["unknown_reasons"][ALL_TOPICS_NOT_RECORDED] == 1
+    rows = spark.read.parquet(str(tmp_path / "out" / "decisions")).where("topic IS NULL")
     by_call = {(r["api"], r["principal"]): r for r in rows.collect()}
+    assert len(by_call) == 5
     assert by_call[("CreateAcls", "User:ops")]["flip"] == "deny->allow"
     assert by_call[("ElectLeaders", "User:ops")]["new_rules"] == ["admin-apis"]
     assert by_call[("CreateAcls", "User:x")]["flip"] == "none"
-    assert all(r["topic"] is None for r in by_call.values())
+    threads = by_call[("IncrementalAlterConfigs", "User:alice")]
+    assert (threads["resource_type"], threads["resource"], threads["flip"]) == (
+        "broker",
+        "1",
+        "deny->allow",
+    )
+    assert threads["flip_rules"] == ["broker-configs"]
+    retention = by_call[("IncrementalAlterConfigs", "User:platform-admin")]
+    assert (retention["resource_type"], retention["resource"]) == ("cluster", "")
+    assert (retention["new_decision"], retention["reason"]) == ("unknown", ALL_TOPICS_NOT_RECORDED)
+
+
+def test_a_broker_config_change_is_judged_by_the_candidates_grants(tmp_path: Path) -> None:
+    recorded = load_policy(EXAMPLE.read_text(), str(EXAMPLE))
+    (record,) = broker_config_events(recorded, [ALICE_THREADS], example_cluster())
+    assert record["decision"] == "denied"
+    text = json.dumps(record["request"])
+    # The recorded policy denies it again, with the recorded violation; no facts needed.
+    decision, rules, messages, denying, reason = Replayer(recorded, None).replay(text)
+    assert (decision, rules, denying, reason) == (
+        "denied",
+        ["broker-configs"],
+        ["broker-configs"],
+        None,
+    )
+    assert messages == [v["message"] for v in record["violations"]]
+    granting = load_policy(candidate(tmp_path, "grants.yaml", grant_alice_threads).read_text())
+    assert Replayer(granting, None).replay(text) == ("allowed", [], [], [], None)
+    # Within the grant's bounds only.
+    many = json.dumps(record["request"]).replace('"value": "8"', '"value": "32"')
+    decision, rules, messages, _, _ = Replayer(granting, None).replay(many)
+    assert (decision, rules) == ("denied", ["alice-threads"])
+    assert "num.io.threads would be" in messages[0]
+
+
+def test_a_new_topic_default_is_judged_against_the_snapshots_topics(tmp_path: Path) -> None:
+    policy = load_policy(EXAMPLE.read_text(), str(EXAMPLE))
+    cluster = example_cluster()
+    retention, segments = broker_config_events(policy, [LONG_RETENTION, TINY_SEGMENTS], cluster)
+    assert (retention["decision"], segments["decision"]) == ("denied", "audit-would-deny")
+    text = json.dumps(retention["request"])
+    assert Replayer(policy, None).replay(text) == (
+        "unknown",
+        [],
+        [],
+        [],
+        ALL_TOPICS_NOT_RECORDED,
+    )
+
+    def snapshot(name: str, topics: InMemoryCluster) -> InMemoryCluster:
+        lines = write_snapshot(tmp_path / name, topics).read_text().splitlines()
+        return parse_snapshot(lines).cluster
+
+    # The snapshot of the cluster it was judged in: the same decision, the same topics named.
+    decision, rules, messages, _, reason = Replayer(policy, snapshot("s", cluster)).replay(text)
+    assert (decision, rules, reason) == ("denied", ["inherited-defaults"], ALL_TOPICS_FROM_SNAPSHOT)
+    assert messages == [v["message"] for v in retention["violations"]]
+    # Topics that set retention.ms themselves (source DYNAMIC_TOPIC_CONFIG) do not inherit it.
+    overriding = InMemoryCluster.of(
+        [replace(t, overrides=frozenset({"retention.ms"})) for t in cluster.topics],
+        cluster.brokers,
+        cluster.defaults,
+    )
+    assert Replayer(policy, snapshot("o", overriding)).replay(text)[0] == "allowed"
+    # A key no topic rule of the candidate checks changes no topic's verdict: no snapshot needed.
+    unchecked = load_policy(
+        candidate(
+            tmp_path,
+            "no-segments.yaml",
+            lambda d: d.update(rules=[r for r in d["rules"] if r["name"] != "segment-size"]),
+        ).read_text()
+    )
+    assert Replayer(unchecked, None).replay(json.dumps(segments["request"])) == (
+        "allowed",
+        [],
+        [],
+        [],
+        None,
+    )

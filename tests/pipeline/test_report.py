@@ -1,4 +1,9 @@
-"""The report job: every table checked against a plain-Python count over the same events."""
+"""The report job: every table checked against a plain-Python count over the same events.
+
+The input mixes topic records (schema 1 and 2), admin API calls and broker config changes
+(allowed, denied, audit-would-deny) with bad lines; the read, the report and the replay count
+the same events.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +19,41 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from pipeline.audit_events import read_audit
+from pipeline.replay import run_replay
 from pipeline.report import UNNAMED, run_report
 from policy.builders import create_request
 from policy.cluster import InMemoryCluster
-from policy.decision_log import decision_record
+from policy.decision_log import V2_FIELDS, RecordedAction, decision_record
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, judge
 from policy.loader import load_policy
 from policy.model import Principal
-from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+from tests.pipeline.audit_data import (
+    ConfigCall,
+    admin_events,
+    broker_config_events,
+    example_cluster,
+    generate_events,
+    write_events,
+    write_snapshot,
+)
 
 REPO = Path(__file__).resolve().parents[2]
+POLICY = REPO / "examples" / "policy.yaml"
 EVENTS = 3000
 SPACING = timedelta(seconds=9)  # 3000 events over seven and a half hours
+ADMIN_CALLS = [("CreateAcls", "User:alice"), ("ElectLeaders", "User:bob")] * 3
+CONFIG_CALLS: list[ConfigCall] = [
+    ("User:platform-admin", "broker", "1", [("num.io.threads", "SET", "8")]),
+    ("User:alice", "broker", "1", [("num.io.threads", "SET", "8")]),
+    ("User:platform-admin", "broker", "2", [("num.io.threads", "SET", "2")]),
+    ("User:platform-admin", "cluster_default", "", [("log.segment.bytes", "SET", "1048576")]),
+    ("User:platform-admin", "cluster_default", "", [("log.retention.ms", "SET", "7776000000")]),
+    ("User:platform-admin", "broker_logger", "1", [("kafka.server", "SET", "DEBUG")]),
+    ("User:bob", "group", "g1", [("consumer.session.timeout.ms", "SET", "45000")]),
+] * 2
+V1_EVENTS = 200  # topic records rewritten as schema 1
 
 
 @dataclass(frozen=True)
@@ -35,6 +62,7 @@ class Run:
     malformed_file: str
     out: Path
     summary: dict[str, Any]
+    inputs: list[str]
 
 
 def _tiny_segments(
@@ -77,6 +105,22 @@ def _hour(stamp: str) -> int:
     return seconds - seconds % 3600
 
 
+def _resource(event: dict[str, Any]) -> tuple[str, str]:
+    # A schema 1 record is about its topic.
+    if event["schema"] == 1:
+        return "topic", event["topic"]
+    return event["resource_type"], event["resource"]
+
+
+def _topic(event: dict[str, Any]) -> set[str]:
+    # Per-topic counts leave out the records of no topic.
+    return set() if event["topic"] is None else {event["topic"]}
+
+
+def _v1(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k not in V2_FIELDS} | {"schema": 1}
+
+
 def _rules(event: dict[str, Any]) -> list[tuple[str, str]]:
     # A rule whose two checks both failed is listed twice: the report counts it once.
     return list(dict.fromkeys((v.get("rule", UNNAMED), v["mode"]) for v in event["violations"]))
@@ -96,10 +140,19 @@ def _table(spark: SparkSession, out: Path, name: str) -> list[dict[str, Any]]:
 def run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One report over events given as a directory, a glob and a file: URI, bad lines mixed in."""
     root = tmp_path_factory.mktemp("report")
-    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    policy = load_policy(POLICY.read_text(), "policy.yaml")
     cluster = example_cluster()
-    events = list(generate_events(policy, cluster, EVENTS - 20, seed=7, spacing=SPACING))
+    admin = list(admin_events(policy, ADMIN_CALLS))
+    configs = list(broker_config_events(policy, CONFIG_CALLS, cluster))
+    topics = EVENTS - 20 - len(admin) - len(configs)
+    events = list(generate_events(policy, cluster, topics, seed=7, spacing=SPACING))
+    events[:V1_EVENTS] = [_v1(e) for e in events[:V1_EVENTS]]
     events += _tiny_segments(policy, cluster, 20, datetime(2026, 10, 1, 0, 5, tzinfo=UTC))
+    # Records of no topic spread over the three inputs (and next to the bad lines).
+    for i, config in enumerate(configs):
+        events.insert(150 * i + 75, config)
+    for i, call in enumerate(admin):
+        events.insert(500 * i + 200, call)
     # A violation that lost its rule name is still a violation, and the event is still one.
     nameless = next(e for e in events[2000:] if e["decision"] == "denied")
     nameless["violations"][0].pop("rule")
@@ -108,24 +161,28 @@ def run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run:
     write_events(root / "dir" / "audit.jsonl", events[:1000])
     write_events(root / "glob" / "audit-1.jsonl", events[1000:2000])
     good = [json.dumps(e) for e in events[2000:]]
+    config = json.loads(json.dumps(configs[0]))
     bad = [
         "not json",
         good[0][:-7],  # a line cut short
         json.dumps(json.loads(good[1]) | {"schema": 3}),
         json.dumps({k: v for k, v in json.loads(good[2]).items() if k != "principal"}),
         json.dumps({k: v for k, v in json.loads(good[3]).items() if k != "principal"}),
+        # Records of no topic that break the record's own rules.
+        json.dumps(config | {"topic": "orders.v1"}),
+        json.dumps(config | {"resource_type": "topic", "topic": "orders.v1"}),
+        json.dumps(_v1(config)),
+        json.dumps(config | {"action": "alter_cluster"}),
+        json.dumps(config | {"resource_type": "controller"}),
     ]
     # Bad lines in between good ones; the good ones they were made from are kept too.
     mixed = [*good[:300], *bad, *good[300:]]
     malformed_file = root / "last.jsonl"
     malformed_file.write_text("\n".join(mixed) + "\n")
     out = root / "out"
-    summary = run_report(
-        spark,
-        [str(root / "dir"), str(root / "glob" / "*.jsonl"), malformed_file.as_uri()],
-        str(out),
-    )
-    return Run(events, malformed_file.name, out, summary)
+    inputs = [str(root / "dir"), str(root / "glob" / "*.jsonl"), malformed_file.as_uri()]
+    summary = run_report(spark, inputs, str(out))
+    return Run(events, malformed_file.name, out, summary, inputs)
 
 
 def test_the_input_has_what_the_report_is_about(run: Run) -> None:
@@ -135,6 +192,14 @@ def test_the_input_has_what_the_report_is_about(run: Run) -> None:
     assert len(hours) >= 7
     assert any(len(_rules(e)) >= 2 for e in run.events)
     assert any(len(_rules(e)) < len(e["violations"]) for e in run.events)
+    # Every action, and records of no topic with every decision, in each of the three inputs.
+    assert {e["action"] for e in run.events} == set(RecordedAction)
+    configs = [e for e in run.events if e["action"] == "alter_broker_config"]
+    assert {e["decision"] for e in configs} == {"allowed", "denied", "audit-would-deny"}
+    assert {e["resource_type"] for e in configs} == {"broker", "cluster", "broker_logger", "group"}
+    for part in (run.events[:1000], run.events[1000:2000], run.events[2000:]):
+        assert {e["action"] for e in part} >= {"admin_api", "alter_broker_config"}
+    assert sum(e["schema"] == 1 for e in run.events) == V1_EVENTS
 
 
 def test_decisions_are_counted_per_hour_and_key(spark: SparkSession, run: Run) -> None:
@@ -145,13 +210,24 @@ def test_decisions_are_counted_per_hour_and_key(spark: SparkSession, run: Run) -
             e["topic"],
             e["action"],
             e["api"],
+            *_resource(e),
             e["decision"],
             e["mode"],
         )
         for e in run.events
     )
     rows = _table(spark, run.out, "decisions")
-    keys = ("hour", "principal", "topic", "action", "api", "decision", "mode")
+    keys = (
+        "hour",
+        "principal",
+        "topic",
+        "action",
+        "api",
+        "resource_type",
+        "resource",
+        "decision",
+        "mode",
+    )
     got = {tuple(r[k] for k in keys): r["events"] for r in rows}
     assert len(got) == len(rows)  # one row per key
     assert got == dict(expected)
@@ -163,7 +239,7 @@ def test_violations_count_each_rule_of_each_event_once(spark: SparkSession, run:
     for e in run.events:
         for rule, mode in _rules(e):
             key = (_hour(e["time"]) * 1_000_000, e["principal"], e["topic"], e["action"])
-            expected[(*key, e["api"], e["decision"], e["mode"], rule, mode)] += 1
+            expected[(*key, e["api"], *_resource(e), e["decision"], e["mode"], rule, mode)] += 1
     rows = _table(spark, run.out, "violations")
     keys = (
         "hour",
@@ -171,6 +247,8 @@ def test_violations_count_each_rule_of_each_event_once(spark: SparkSession, run:
         "topic",
         "action",
         "api",
+        "resource_type",
+        "resource",
         "decision",
         "mode",
         "rule",
@@ -191,7 +269,7 @@ def test_top_denied_principals(spark: SparkSession, run: Run) -> None:
         if e["decision"] == "denied":
             entry = totals[e["principal"]]
             entry["denials"] += 1
-            entry["topics"].add(e["topic"])
+            entry["topics"] |= _topic(e)
             entry.setdefault("times", []).append(_micros(e["time"]))
     rows = sorted(_table(spark, run.out, "top_denied_principals"), key=lambda r: r["rank"])
     assert [r["principal"] for r in rows] == _ranked(totals)
@@ -218,7 +296,7 @@ def test_top_denied_rules_count_enforce_rules_of_denied_events(
                 entry = totals[rule]
                 entry["denials"] += 1
                 entry["principals"].add(e["principal"])
-                entry["topics"].add(e["topic"])
+                entry["topics"] |= _topic(e)
                 entry["times"].append(_micros(e["time"]))
     rows = sorted(_table(spark, run.out, "top_denied_rules"), key=lambda r: r["rank"])
     assert [r["rule"] for r in rows] == _ranked(totals)
@@ -239,7 +317,7 @@ def test_would_deny_counts_audit_rules(spark: SparkSession, run: Run) -> None:
         for rule, mode in _rules(e):
             if mode == "audit":
                 expected[rule, e["principal"]][e["decision"]] += 1
-                topics[rule, e["principal"]].add(e["topic"])
+                topics[rule, e["principal"]] |= _topic(e)
     assert expected, "the example policy's segment-size rule should have fired"
     rows = _table(spark, run.out, "would_deny")
     got = {(r["rule"], r["principal"]): r for r in rows}
@@ -261,17 +339,57 @@ def test_malformed_lines_are_counted_by_file_and_reason(spark: SparkSession, run
         "not a JSON object of the audit schema": 2,
         "schema version 3": 1,
         "missing field principal": 2,
+        "a topic on resource type broker": 1,
+        "action alter_broker_config on resource type topic": 1,
+        "missing field topic": 1,  # a schema 1 record is about a topic
+        "unknown action alter_cluster": 1,
+        "unknown resource type controller": 1,
     }
     rows = _table(spark, run.out, "malformed")
     assert {r["problem"]: r["lines"] for r in rows} == expected
     assert all(r["source"].endswith("/" + run.malformed_file) for r in rows)
     malformed = run.summary["malformed"]
-    assert malformed["total"] == 5
+    assert malformed["total"] == 10
     assert malformed["by_problem"] == expected
-    assert list(malformed["by_file"].values()) == [5]
+    assert list(malformed["by_file"].values()) == [10]
     # Every good event is still counted, the ones next to the bad lines too.
     assert run.summary["events"] == EVENTS
     assert run.summary["decisions"] == dict(Counter(e["decision"] for e in run.events))
+    actions = Counter(e["action"] for e in run.events)
+    assert run.summary["actions"] == {a.value: actions[a.value] for a in RecordedAction}
+
+
+def test_every_job_counts_the_same_events(
+    spark: SparkSession, run: Run, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The read, the report and the replay (of the recorded policy, with the snapshot of the
+    cluster the events were judged in) count the same events, per action and decision."""
+    actions = Counter(e["action"] for e in run.events)
+    audit = read_audit(spark, run.inputs)
+    read = {r["action"]: r["count"] for r in audit.events.groupBy("action").count().collect()}
+    assert read == dict(actions)
+    assert audit.malformed.count() == run.summary["malformed"]["total"]
+    root = tmp_path_factory.mktemp("replay")
+    snapshot = write_snapshot(root / "snapshot.jsonl", example_cluster())
+    replay = run_replay(spark, str(POLICY), run.inputs, str(root / "out"), [str(snapshot)])
+    assert replay["requests"] == run.summary["events"] == EVENTS
+    assert replay["actions"] == run.summary["actions"]
+    assert replay["malformed_lines"] == run.summary["malformed"]["total"]
+    # Replayed as recorded, broker config changes too: new topic-config defaults included.
+    assert replay["unchanged"] == EVENTS
+    assert replay["new_decisions"] == run.summary["decisions"] | {"unknown": 0, "error": 0}
+    # The per-topic rows of both jobs leave out the same records of no topic.
+    decisions = spark.read.parquet(str(root / "out" / "decisions"))
+    no_topic = actions["admin_api"] + actions["alter_broker_config"]
+    assert decisions.where("topic IS NULL").count() == no_topic
+    reported = spark.read.parquet(str(run.out / "decisions")).where("topic IS NULL")
+    assert reported.agg(F.sum("events")).first()[0] == no_topic
+    changes = decisions.where("action = 'alter_broker_config'").collect()
+    assert Counter((r["resource_type"], r["resource"]) for r in changes) == Counter(
+        (e["resource_type"], e["resource"])
+        for e in run.events
+        if e["action"] == "alter_broker_config"
+    )
 
 
 def test_summary_is_written_and_returned(run: Run) -> None:
@@ -298,7 +416,9 @@ def test_html_report_is_self_contained_with_the_key_numbers(run: Run) -> None:
     counts = Counter(e["decision"] for e in run.events)
     for figure in (EVENTS, counts["denied"], counts["audit-would-deny"], counts["allowed"]):
         assert f"<dd>{figure:,}</dd>" in html
-    assert "<dd>5</dd>" in html  # malformed lines
+    assert "<dd>10</dd>" in html  # malformed lines
+    assert "<h2>Decisions by action</h2>" in html
+    assert "<td>alter_broker_config</td>" in html and "<td>admin_api</td>" in html
     for problem in ("not a JSON object of the audit schema", "missing field principal"):
         assert f"<td>{problem}</td>" in html
     assert run.malformed_file in html
