@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from pipeline import cli as pipeline_cli
-from proxy import policy_cli, run_command, snapshot
+from proxy import config_cli, policy_cli, run_command, snapshot
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_command.add_parser(commands)
+    config_cli.add_parser(commands)
     policy_cli.add_parser(commands)
     snapshot.add_parser(commands)
     pipeline_cli.add_parser(commands)

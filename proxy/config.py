@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -12,9 +13,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
@@ -22,6 +26,7 @@ from pydantic_settings.exceptions import SettingsError
 from proxy.tls_principal import parse_mapping_rules
 
 ENV_PREFIX = "KPP_"
+FILE_SUFFIX = "_file"  # a secret `x` may instead be read from the file named by `x_file`
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
@@ -66,8 +71,64 @@ def _int_text(value: Any) -> Any:
     return value
 
 
-# NoDecode: the environment form is 'host:port,host:port', not JSON.
-HostPorts = Annotated[list[HostPort], NoDecode, BeforeValidator(_host_ports)]
+_HOST_PORT_SCHEMA = {"type": "string", "pattern": r"^\S+:\d+$"}
+# NoDecode: the environment form is 'host:port,host:port', not JSON. The schema states the
+# text forms a file uses, which the model's own schema (a list of objects) would refuse.
+HostPorts = Annotated[
+    list[HostPort],
+    NoDecode,
+    BeforeValidator(_host_ports),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "array", "items": _HOST_PORT_SCHEMA, "minItems": 1},
+                {"type": "string", "description": "host:port,host:port"},
+            ]
+        }
+    ),
+]
+
+
+def _secrets_schema(schema: dict[str, Any], model: type) -> None:
+    # A secret is required, but as either of two keys.
+    names: tuple[str, ...] = getattr(model, "secret_fields", ())
+    schema["required"] = [key for key in schema.get("required", []) if key not in names]
+    schema["allOf"] = [
+        {"oneOf": [{"required": [name]}, {"required": [name + FILE_SUFFIX]}]} for name in names
+    ]
+
+
+class _SecretsSection(_Section):
+    """A section whose secrets may each be given inline or as a sibling `<name>_file` path."""
+
+    model_config = ConfigDict(json_schema_extra=_secrets_schema)
+    secret_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_secret_files(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name in cls.secret_fields:
+            file_key = name + FILE_SUFFIX
+            inline, path = data.get(name), data.get(file_key)
+            if (inline is None) == (path is None):
+                raise ValueError(f"set exactly one of {name} and {file_key}")
+            if path is not None:
+                data[name] = _read_secret(file_key, Path(path))
+        return data
+
+
+def _read_secret(key: str, path: Path) -> str:
+    try:
+        text = path.read_bytes().decode()
+    except OSError as exc:
+        raise ValueError(f"{key}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{key}: {path} is not UTF-8 text") from None
+    # Files written by `echo` or an editor end in a newline that is not part of the secret.
+    return text.removesuffix("\n")
 
 
 class TlsConfig(_Section):
@@ -149,12 +210,17 @@ class PolicyConfig(_Section):
     )
 
 
-class SaslConfig(_Section):
+class SaslConfig(_SecretsSection):
     """SASL credentials for the proxy's own connection to the cluster."""
+
+    secret_fields: ClassVar[tuple[str, ...]] = ("password",)
 
     mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
     username: str = Field(min_length=1)
-    password: str
+    password: SecretStr = Field(description="or password_file")
+    password_file: Path | None = Field(
+        default=None, description="a file holding the password (one trailing newline dropped)"
+    )
 
 
 class ClusterStateConfig(_Section):
@@ -220,25 +286,36 @@ class ProxyConfig(BaseSettings):
 
 def load_config(path: Path | None) -> ProxyConfig:
     """Load and validate the config file (if any) plus KPP_* environment overrides."""
-    data: Any = {}
-    if path is not None:
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping")
+    return build_config(read_config_file(path), path)
+
+
+def read_config_file(path: Path | None) -> dict[str, Any]:
+    """The config file's mapping as written (empty without a file)."""
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    return data
+
+
+def build_config(data: dict[str, Any], path: Path | None) -> ProxyConfig:
+    """Validate the file's mapping (from `path`) plus KPP_* environment overrides."""
     unknown = sorted(set(k for k in os.environ if k.startswith(ENV_PREFIX)) - _env_names())
     if unknown:
         raise ConfigError("\n".join(f"environment: {name}: unknown key" for name in unknown))
+    # `from None`: the ValidationError's own text quotes each input, secrets included.
     try:
         return ProxyConfig(**data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from exc
+        raise ConfigError(_describe(exc, path)) from None
     except SettingsError as exc:
-        raise ConfigError(f"environment ({ENV_PREFIX}*): {exc}") from exc
+        raise ConfigError(f"environment ({ENV_PREFIX}*): {exc}") from None
 
 
 def _env_names(model: type[BaseModel] = ProxyConfig, prefix: str = ENV_PREFIX) -> set[str]:
@@ -247,9 +324,20 @@ def _env_names(model: type[BaseModel] = ProxyConfig, prefix: str = ENV_PREFIX) -
     for name, field in model.model_fields.items():
         env_name = f"{prefix}{name.upper()}"
         names.add(env_name)
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            names |= _env_names(field.annotation, env_name + "__")
+        section = section_model(field.annotation)
+        if section is not None:
+            names |= _env_names(section, env_name + "__")
     return names
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The section model a field holds (`X` or `X | None`), or None for a plain value."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        models = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = models[0] if len(models) == 1 else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
 
 
 def _describe(exc: ValidationError, path: Path | None) -> str:

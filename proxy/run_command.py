@@ -26,7 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run the proxy. Every config value can also be set from the environment: "
         "KPP_<SECTION>__<KEY>, e.g. KPP_UPSTREAM__BOOTSTRAP_SERVERS=host1:9092,host2:9092. "
         "SIGHUP reloads the policy file; SIGTERM or SIGINT stops accepting, lets responses in "
-        "flight finish (shutdown_timeout_s) and exits. Exit code 2: bad config or policy.",
+        "flight finish (shutdown_timeout_s) and exits. Exit code 2: bad config or policy. "
+        "`config show` prints the config this would use.",
     )
     run.add_argument("--config", type=Path, help="YAML config file (optional if env sets all)")
     run.set_defaults(func=cmd_run)

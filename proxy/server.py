@@ -44,7 +44,9 @@ class ProxyServer:
         sasl = state.sasl
         # The proxy's own credentials, also used to discover the brokers at start.
         self._sasl = (
-            None if sasl is None else SaslCredentials(sasl.mechanism, sasl.username, sasl.password)
+            None
+            if sasl is None
+            else SaslCredentials(sasl.mechanism, sasl.username, sasl.password.get_secret_value())
         )
         tls = config.listeners.tls
         # Built once, here, so that an unusable TLS file stops `run` before anything listens.
