@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
@@ -98,160 +99,121 @@ def policy_revision(text: str | bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
-def _head(
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """Where and when a decision was made: the fields a record carries beside the decision."""
+
+    time: str  # RFC 3339 UTC, microseconds
+    decision_id: str
+    policy_revision: str
+    cluster_id: str | None
+    proxy_id: str
+    conn: int
+    client: str
+    api: str
+    api_key: int
+    api_version: int
+
+
+def _record(
+    stamp: Stamp,
     *,
-    time: str,
-    decision_id: str,
-    policy_revision: str,
-    cluster_id: str | None,
-    proxy_id: str,
-    conn: int,
-    client: str,
+    principal: str,
+    client_id: str,
+    action: RecordedAction | Action,
+    resource_type: ResourceType,
+    resource: str,
+    topic: str | None,
+    validate_only: bool,
+    decision: Outcome,
+    mode: Mode,
+    violations: list[dict[str, Any]],
+    request: dict[str, Any],
 ) -> dict[str, Any]:
-    """The fields every record starts with: when, which schema, which decision, where."""
+    """A complete record, its keys in the schema's order."""
     return {
-        "time": time,
+        "time": stamp.time,
         "schema": SCHEMA_VERSION,
         "event": EVENT_KIND,
-        "decision_id": decision_id,
-        "policy_revision": policy_revision,
-        "cluster_id": cluster_id,
-        "proxy_id": proxy_id,
-        "conn": conn,
-        "client": client,
+        "decision_id": stamp.decision_id,
+        "policy_revision": stamp.policy_revision,
+        "cluster_id": stamp.cluster_id,
+        "proxy_id": stamp.proxy_id,
+        "conn": stamp.conn,
+        "client": stamp.client,
+        "principal": principal,
+        "client_id": client_id,
+        "api": stamp.api,
+        "api_key": stamp.api_key,
+        "api_version": stamp.api_version,
+        "action": action.value,
+        "resource_type": resource_type.value,
+        "resource": resource,
+        "topic": topic,
+        "validate_only": validate_only,
+        "decision": decision.value,
+        "mode": mode.value,
+        "violations": violations,
+        "request": request,
     }
 
 
-def decision_record(
-    request: TopicRequest,
-    decision: Decision,
-    *,
-    time: str,
-    decision_id: str,
-    policy_revision: str,
-    cluster_id: str | None,
-    proxy_id: str,
-    conn: int,
-    client: str,
-    api: str,
-    api_key: int,
-    api_version: int,
-) -> dict[str, Any]:
-    """One decision as a complete audit record (`time` is RFC 3339 UTC, microseconds)."""
-    return {
-        **_head(
-            time=time,
-            decision_id=decision_id,
-            policy_revision=policy_revision,
-            cluster_id=cluster_id,
-            proxy_id=proxy_id,
-            conn=conn,
-            client=client,
-        ),
-        "principal": request.principal.name,
-        "client_id": request.principal.client_id,
-        "api": api,
-        "api_key": api_key,
-        "api_version": api_version,
-        "action": request.action.value,
-        "resource_type": ResourceType.TOPIC.value,
-        "resource": decision.topic,
-        "topic": decision.topic,
-        "validate_only": request.validate_only,
-        "decision": outcome(decision).value,
-        "mode": decision.mode.value,
-        "violations": [v.to_dict() for v in decision.violations],
-        "request": request.to_dict(),
-    }
+def decision_record(request: TopicRequest, decision: Decision, stamp: Stamp) -> dict[str, Any]:
+    """One topic decision as a complete audit record."""
+    return _record(
+        stamp,
+        principal=request.principal.name,
+        client_id=request.principal.client_id,
+        action=request.action,
+        resource_type=ResourceType.TOPIC,
+        resource=decision.topic,
+        topic=decision.topic,
+        validate_only=request.validate_only,
+        decision=outcome(decision),
+        mode=decision.mode,
+        violations=[v.to_dict() for v in decision.violations],
+        request=request.to_dict(),
+    )
 
 
-def admin_record(
-    decision: AdminDecision,
-    *,
-    time: str,
-    decision_id: str,
-    policy_revision: str,
-    cluster_id: str | None,
-    proxy_id: str,
-    conn: int,
-    client: str,
-    api_key: int,
-    api_version: int,
-) -> dict[str, Any]:
+def admin_record(decision: AdminDecision, stamp: Stamp) -> dict[str, Any]:
     """One admin API decision as a complete audit record: the resource is the API itself."""
     request = decision.request
-    principal = request.principal
-    return {
-        **_head(
-            time=time,
-            decision_id=decision_id,
-            policy_revision=policy_revision,
-            cluster_id=cluster_id,
-            proxy_id=proxy_id,
-            conn=conn,
-            client=client,
-        ),
-        "principal": principal.name,
-        "client_id": principal.client_id,
-        "api": request.api,
-        "api_key": api_key,
-        "api_version": api_version,
-        "action": RecordedAction.ADMIN_API.value,
-        "resource_type": ResourceType.API.value,
-        "resource": request.api,
-        "topic": None,
-        "validate_only": False,
-        "decision": outcome(decision).value,
-        "mode": decision.mode.value,
-        "violations": [v.to_dict() for v in decision.violations],
-        "request": request.to_dict() | {"rule": decision.rule},
-    }
+    return _record(
+        stamp,
+        principal=request.principal.name,
+        client_id=request.principal.client_id,
+        action=RecordedAction.ADMIN_API,
+        resource_type=ResourceType.API,
+        resource=request.api,
+        topic=None,
+        validate_only=False,
+        decision=outcome(decision),
+        mode=decision.mode,
+        violations=[v.to_dict() for v in decision.violations],
+        request=request.to_dict() | {"rule": decision.rule},
+    )
 
 
-def broker_config_record(
-    decision: BrokerConfigDecision,
-    *,
-    time: str,
-    decision_id: str,
-    policy_revision: str,
-    cluster_id: str | None,
-    proxy_id: str,
-    conn: int,
-    client: str,
-    api: str,
-    api_key: int,
-    api_version: int,
-) -> dict[str, Any]:
+def broker_config_record(decision: BrokerConfigDecision, stamp: Stamp) -> dict[str, Any]:
     """One non-topic config resource's decision: the resource is the broker, the cluster
     default (`cluster`, named ""), the logger, the group or the subscription."""
     request = decision.request
-    principal = request.principal
-    return {
-        **_head(
-            time=time,
-            decision_id=decision_id,
-            policy_revision=policy_revision,
-            cluster_id=cluster_id,
-            proxy_id=proxy_id,
-            conn=conn,
-            client=client,
-        ),
-        "principal": principal.name,
-        "client_id": principal.client_id,
-        "api": api,
-        "api_key": api_key,
-        "api_version": api_version,
-        "action": RecordedAction.ALTER_BROKER_CONFIG.value,
-        "resource_type": CONFIG_RESOURCE_TYPES[request.resource].value,
-        "resource": request.name,
-        "topic": None,
-        "validate_only": request.validate_only,
-        "decision": outcome(decision).value,
-        "mode": decision.mode.value,
-        "violations": [v.to_dict() for v in decision.violations],
-        "request": request.to_dict()
+    return _record(
+        stamp,
+        principal=request.principal.name,
+        client_id=request.principal.client_id,
+        action=RecordedAction.ALTER_BROKER_CONFIG,
+        resource_type=CONFIG_RESOURCE_TYPES[request.resource],
+        resource=request.name,
+        topic=None,
+        validate_only=request.validate_only,
+        decision=outcome(decision),
+        mode=decision.mode,
+        violations=[v.to_dict() for v in decision.violations],
+        request=request.to_dict()
         | {"rules": list(decision.rules), "outside": list(decision.outside)},
-    }
+    )
 
 
 # A request refused before any judgement: SASL authentication had not completed.
@@ -270,55 +232,31 @@ def refusal_violation(api: str, sasl_state: str) -> Violation:
 
 
 def refusal_record(
-    *,
-    time: str,
-    decision_id: str,
-    policy_revision: str,
-    cluster_id: str | None,
-    proxy_id: str,
-    conn: int,
-    client: str,
-    client_id: str,
-    api: str,
-    api_key: int,
-    api_version: int,
-    listener: str,
-    sasl_state: str,
+    stamp: Stamp, *, client_id: str, listener: str, sasl_state: str
 ) -> dict[str, Any]:
     """A request refused before any judgement, its SASL exchange unfinished: no principal."""
     # No policy decides it (a dry run refuses it too): `mode` is enforce. Its body is never
     # decoded, so no topic is named: the resource is the API, as in an admin API record.
-    return {
-        **_head(
-            time=time,
-            decision_id=decision_id,
-            policy_revision=policy_revision,
-            cluster_id=cluster_id,
-            proxy_id=proxy_id,
-            conn=conn,
-            client=client,
-        ),
-        "principal": UNAUTHENTICATED,
-        "client_id": client_id,
-        "api": api,
-        "api_key": api_key,
-        "api_version": api_version,
-        "action": RecordedAction.ADMIN_API.value,
-        "resource_type": ResourceType.API.value,
-        "resource": api,
-        "topic": None,
-        "validate_only": False,
-        "decision": Outcome.DENIED.value,
-        "mode": Mode.ENFORCE.value,
-        "violations": [refusal_violation(api, sasl_state).to_dict()],
+    return _record(
+        stamp,
+        principal=UNAUTHENTICATED,
+        client_id=client_id,
+        action=RecordedAction.ADMIN_API,
+        resource_type=ResourceType.API,
+        resource=stamp.api,
+        topic=None,
+        validate_only=False,
+        decision=Outcome.DENIED,
+        mode=Mode.ENFORCE,
+        violations=[refusal_violation(stamp.api, sasl_state).to_dict()],
         # Its own first key, so that replay never judges it as an admin API call.
-        "request": {
+        request={
             "refused": AUTHENTICATION_ORDER_RULE,
-            "api": api,
+            "api": stamp.api,
             "listener": listener,
             "sasl_state": sasl_state,
         },
-    }
+    )
 
 
 # A string in every v2 record, absent in v1: the model holds None for absent.

@@ -12,6 +12,7 @@ from policy.admin_apis import AdminDecision
 from policy.broker_configs import BrokerConfigDecision
 from policy.decision_log import (
     Outcome,
+    Stamp,
     admin_record,
     broker_config_record,
     decision_record,
@@ -36,6 +37,21 @@ class DecisionRecorder:
         self._proxy_id = proxy_id
         self._cluster_id = cluster_id
 
+    def _stamp(self, ctx: RequestContext, revision: str) -> Stamp:
+        """A fresh decision id and the trace fields, now."""
+        return Stamp(
+            time=timestamp(),
+            decision_id=new_decision_id(),
+            policy_revision=revision,
+            cluster_id=self._cluster_id(),
+            proxy_id=self._proxy_id,
+            conn=ctx.connection_id,
+            client=ctx.client_address,
+            api=api_name(ctx.api_key),
+            api_key=ctx.api_key,
+            api_version=ctx.api_version,
+        )
+
     def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> None:
         """One record per decision made (an undecided topic has none)."""
         for verdict in verdicts:
@@ -53,22 +69,7 @@ class DecisionRecorder:
                     reasons=[v.message for v in decision.violations],
                 )
             if self._sink.enabled:
-                self._sink.write(
-                    decision_record(
-                        request,
-                        decision,
-                        time=timestamp(),
-                        decision_id=new_decision_id(),
-                        policy_revision=revision,
-                        cluster_id=self._cluster_id(),
-                        proxy_id=self._proxy_id,
-                        conn=ctx.connection_id,
-                        client=ctx.client_address,
-                        api=api_name(ctx.api_key),
-                        api_key=ctx.api_key,
-                        api_version=ctx.api_version,
-                    )
-                )
+                self._sink.write(decision_record(request, decision, self._stamp(ctx, revision)))
 
     def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> None:
         """One record for an admin API call; anything but allowed also goes to the log."""
@@ -83,20 +84,7 @@ class DecisionRecorder:
                 reasons=[v.message for v in decision.violations],
             )
         if self._sink.enabled:
-            self._sink.write(
-                admin_record(
-                    decision,
-                    time=timestamp(),
-                    decision_id=new_decision_id(),
-                    policy_revision=revision,
-                    cluster_id=self._cluster_id(),
-                    proxy_id=self._proxy_id,
-                    conn=ctx.connection_id,
-                    client=ctx.client_address,
-                    api_key=ctx.api_key,
-                    api_version=ctx.api_version,
-                )
-            )
+            self._sink.write(admin_record(decision, self._stamp(ctx, revision)))
 
     def record_broker_configs(
         self, ctx: RequestContext, revision: str, decisions: Sequence[BrokerConfigDecision]
@@ -115,38 +103,15 @@ class DecisionRecorder:
                     reasons=[v.message for v in decision.violations],
                 )
             if self._sink.enabled:
-                self._sink.write(
-                    broker_config_record(
-                        decision,
-                        time=timestamp(),
-                        decision_id=new_decision_id(),
-                        policy_revision=revision,
-                        cluster_id=self._cluster_id(),
-                        proxy_id=self._proxy_id,
-                        conn=ctx.connection_id,
-                        client=ctx.client_address,
-                        api=api_name(ctx.api_key),
-                        api_key=ctx.api_key,
-                        api_version=ctx.api_version,
-                    )
-                )
+                self._sink.write(broker_config_record(decision, self._stamp(ctx, revision)))
 
     def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> None:
         """One denied record for a request refused before SASL authentication completed."""
         if self._sink.enabled:
             self._sink.write(
                 refusal_record(
-                    time=timestamp(),
-                    decision_id=new_decision_id(),
-                    policy_revision=revision,
-                    cluster_id=self._cluster_id(),
-                    proxy_id=self._proxy_id,
-                    conn=ctx.connection_id,
-                    client=ctx.client_address,
+                    self._stamp(ctx, revision),
                     client_id=ctx.client_id or "",
-                    api=api_name(ctx.api_key),
-                    api_key=ctx.api_key,
-                    api_version=ctx.api_version,
                     listener=ctx.listener,
                     sasl_state=sasl_state,
                 )

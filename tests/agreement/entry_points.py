@@ -19,7 +19,7 @@ from pipeline.replay import Replayer
 from pipeline.scan import SET_ON_TOPIC, scan_topic
 from policy.builders import create_request
 from policy.cluster import InMemoryCluster, is_internal
-from policy.decision_log import decision_record, outcome
+from policy.decision_log import Stamp, decision_record, outcome
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, Verdict, judge
 from policy.model import Decision, Principal, TopicState
@@ -119,16 +119,18 @@ def _records(setting: Setting) -> dict[int, dict[str, Any]]:  # the same for bot
         record = decision_record(
             verdict.request,
             verdict.decision,
-            time="2026-11-22T04:47:01.123456Z",
-            decision_id=f"{index:032x}",
-            policy_revision=setting.policy.revision,
-            cluster_id="agreement",
-            proxy_id="proxy-1",
-            conn=1,
-            client="10.0.0.1:5000",
-            api="any",
-            api_key=0,
-            api_version=0,
+            Stamp(
+                time="2026-11-22T04:47:01.123456Z",
+                decision_id=f"{index:032x}",
+                policy_revision=setting.policy.revision,
+                cluster_id="agreement",
+                proxy_id="proxy-1",
+                conn=1,
+                client="10.0.0.1:5000",
+                api="any",
+                api_key=0,
+                api_version=0,
+            ),
         )
         records[index] = json.loads(json.dumps(record, separators=(",", ":")))
     return records

@@ -24,7 +24,7 @@ from policy.builders import (
     reassignment_request,
 )
 from policy.cluster import InMemoryCluster
-from policy.decision_log import admin_record, broker_config_record, decision_record
+from policy.decision_log import Stamp, admin_record, broker_config_record, decision_record
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, judge, judge_admin, judge_broker_configs
 from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest, TopicState
@@ -176,16 +176,18 @@ def generate_events(
         yield decision_record(
             verdict.request,
             verdict.decision,
-            time=_stamp(start + spacing * i),
-            decision_id=f"{seed:04x}{i:028x}",
-            policy_revision=policy.revision,
-            cluster_id="example",
-            proxy_id="proxy-1",
-            conn=rng.randrange(1, 200),
-            client=verdict.request.principal.address,
-            api=api,
-            api_key=api_key,
-            api_version=api_version,
+            Stamp(
+                time=_stamp(start + spacing * i),
+                decision_id=f"{seed:04x}{i:028x}",
+                policy_revision=policy.revision,
+                cluster_id="example",
+                proxy_id="proxy-1",
+                conn=rng.randrange(1, 200),
+                client=verdict.request.principal.address,
+                api=api,
+                api_key=api_key,
+                api_version=api_version,
+            ),
         )
 
 
@@ -248,15 +250,18 @@ def admin_events(
         decision = judge_admin(policy, AdminRequest(api, Principal(principal, "cli", "10.0.0.9:1")))
         yield admin_record(
             decision,
-            time=_stamp(start + timedelta(seconds=i)),
-            decision_id=f"admin{i:027x}",
-            policy_revision=policy.revision,
-            cluster_id="example",
-            proxy_id="proxy-1",
-            conn=i + 1,
-            client="10.0.0.9:1",
-            api_key=ADMIN_API_KEYS[api],
-            api_version=0,
+            Stamp(
+                time=_stamp(start + timedelta(seconds=i)),
+                decision_id=f"admin{i:027x}",
+                policy_revision=policy.revision,
+                cluster_id="example",
+                proxy_id="proxy-1",
+                conn=i + 1,
+                client="10.0.0.9:1",
+                api=decision.request.api,
+                api_key=ADMIN_API_KEYS[api],
+                api_version=0,
+            ),
         )
 
 
@@ -284,14 +289,16 @@ def broker_config_events(
         (decision,) = judge_broker_configs(policy, [request], ClusterFacts(cluster))
         yield broker_config_record(
             decision,
-            time=_stamp(start + timedelta(seconds=i)),
-            decision_id=f"config{i:026x}",
-            policy_revision=policy.revision,
-            cluster_id="example",
-            proxy_id="proxy-1",
-            conn=i + 1,
-            client="10.0.0.9:1",
-            api="IncrementalAlterConfigs",
-            api_key=44,
-            api_version=1,
+            Stamp(
+                time=_stamp(start + timedelta(seconds=i)),
+                decision_id=f"config{i:026x}",
+                policy_revision=policy.revision,
+                cluster_id="example",
+                proxy_id="proxy-1",
+                conn=i + 1,
+                client="10.0.0.9:1",
+                api="IncrementalAlterConfigs",
+                api_key=44,
+                api_version=1,
+            ),
         )

@@ -22,7 +22,7 @@ from pipeline.replay import (
 )
 from pipeline.snapshots import SnapshotError
 from policy.cluster import InMemoryCluster
-from policy.decision_log import refusal_record
+from policy.decision_log import Stamp, refusal_record
 from policy.judge import CLUSTER_STATE_RULE
 from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
@@ -384,17 +384,19 @@ def test_a_refusal_before_authentication_stays_denied_whatever_the_candidate() -
         "admin_apis: [{name: all, principals: ['*'], apis: ['*']}]\n"
     )
     record = refusal_record(
-        time="2026-11-22T04:47:01.123456Z",
-        decision_id="0" * 32,
-        policy_revision="sha256:0123456789abcdef",
-        cluster_id=None,
-        proxy_id="proxy-a",
-        conn=4,
-        client="10.1.2.3:5",
+        Stamp(
+            time="2026-11-22T04:47:01.123456Z",
+            decision_id="0" * 32,
+            policy_revision="sha256:0123456789abcdef",
+            cluster_id=None,
+            proxy_id="proxy-a",
+            conn=4,
+            client="10.1.2.3:5",
+            api="AlterUserScramCredentials",
+            api_key=51,
+            api_version=0,
+        ),
         client_id="",
-        api="AlterUserScramCredentials",
-        api_key=51,
-        api_version=0,
         listener="bootstrap",
         sasl_state="never started",
     )

@@ -24,7 +24,7 @@ from pipeline.replay import run_replay
 from pipeline.report import UNNAMED, run_report
 from policy.builders import create_request
 from policy.cluster import InMemoryCluster
-from policy.decision_log import V2_FIELDS, RecordedAction, decision_record
+from policy.decision_log import V2_FIELDS, RecordedAction, Stamp, decision_record
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, judge
 from policy.loader import load_policy
@@ -80,16 +80,18 @@ def _tiny_segments(
             decision_record(
                 verdict.request,
                 verdict.decision,
-                time=(start + timedelta(minutes=13 * i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                decision_id=f"tiny-{i}",
-                policy_revision=policy.revision,
-                cluster_id=None,
-                proxy_id="proxy-1",
-                conn=1,
-                client=principal.address,
-                api="CreateTopics",
-                api_key=19,
-                api_version=7,
+                Stamp(
+                    time=(start + timedelta(minutes=13 * i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    decision_id=f"tiny-{i}",
+                    policy_revision=policy.revision,
+                    cluster_id=None,
+                    proxy_id="proxy-1",
+                    conn=1,
+                    client=principal.address,
+                    api="CreateTopics",
+                    api_key=19,
+                    api_version=7,
+                ),
             )
         )
     return events

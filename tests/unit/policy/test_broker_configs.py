@@ -13,7 +13,7 @@ from policy.broker_configs import (
     ConfigResource,
 )
 from policy.cluster import InMemoryCluster
-from policy.decision_log import DecisionRecord, Outcome, broker_config_record, outcome
+from policy.decision_log import DecisionRecord, Outcome, Stamp, broker_config_record, outcome
 from policy.judge import (
     CLUSTER_STATE_RULE,
     NO_FACTS,
@@ -269,16 +269,18 @@ def test_the_record_is_a_valid_alter_broker_config_event() -> None:
     decision = decide(request(("log.retention.ms", "SET", str(90 * DAY_MS))))
     record = broker_config_record(
         decision,
-        time="2026-11-23T00:00:00.000000Z",
-        decision_id="d",
-        policy_revision=POLICY.revision,
-        cluster_id=None,
-        proxy_id="p",
-        conn=1,
-        client="127.0.0.1:1",
-        api="IncrementalAlterConfigs",
-        api_key=44,
-        api_version=1,
+        Stamp(
+            time="2026-11-23T00:00:00.000000Z",
+            decision_id="d",
+            policy_revision=POLICY.revision,
+            cluster_id=None,
+            proxy_id="p",
+            conn=1,
+            client="127.0.0.1:1",
+            api="IncrementalAlterConfigs",
+            api_key=44,
+            api_version=1,
+        ),
     )
     parsed = DecisionRecord.model_validate(record)
     assert parsed.resource_type == "cluster" and parsed.resource == ""

@@ -16,6 +16,7 @@ from policy.decision_log import (
     V2_FIELDS,
     DecisionRecord,
     Outcome,
+    Stamp,
     admin_record,
     decision_record,
     json_schema,
@@ -83,15 +84,18 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
     decision = judge_admin(policy, AdminRequest("CreateAcls", Principal("User:ops", "cli")))
     record = admin_record(
         decision,
-        time="2026-11-22T04:47:01.123456Z",
-        decision_id=new_decision_id(),
-        policy_revision=policy.revision,
-        cluster_id=None,
-        proxy_id="proxy-a",
-        conn=3,
-        client="10.1.2.3:5",
-        api_key=30,
-        api_version=3,
+        Stamp(
+            time="2026-11-22T04:47:01.123456Z",
+            decision_id=new_decision_id(),
+            policy_revision=policy.revision,
+            cluster_id=None,
+            proxy_id="proxy-a",
+            conn=3,
+            client="10.1.2.3:5",
+            api=decision.request.api,
+            api_key=30,
+            api_version=3,
+        ),
     )
     assert list(record) == list(json_schema()["properties"])
     parsed = DecisionRecord.model_validate(record)
@@ -112,17 +116,19 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
 
 def test_a_refusal_before_authentication_is_denied_and_names_no_principal() -> None:
     record = refusal_record(
-        time="2026-11-22T04:47:01.123456Z",
-        decision_id=new_decision_id(),
-        policy_revision=policy_revision("rules: []"),
-        cluster_id="OPJ1mOpYQSm4F17dkRicdw",
-        proxy_id="proxy-a",
-        conn=4,
-        client="10.1.2.3:5",
+        Stamp(
+            time="2026-11-22T04:47:01.123456Z",
+            decision_id=new_decision_id(),
+            policy_revision=policy_revision("rules: []"),
+            cluster_id="OPJ1mOpYQSm4F17dkRicdw",
+            proxy_id="proxy-a",
+            conn=4,
+            client="10.1.2.3:5",
+            api="CreateTopics",
+            api_key=19,
+            api_version=7,
+        ),
         client_id="rdkafka",
-        api="CreateTopics",
-        api_key=19,
-        api_version=7,
         listener="bootstrap",
         sasl_state="HANDSHAKE_SENT",
     )
@@ -160,14 +166,16 @@ def _record(request: TopicRequest, decision: Decision) -> dict[str, Any]:
     return decision_record(
         request,
         decision,
-        time="2026-11-22T04:47:01.123456Z",
-        decision_id=new_decision_id(),
-        policy_revision=policy_revision(str(DEFAULTS)),
-        cluster_id="OPJ1mOpYQSm4F17dkRicdw",
-        proxy_id="proxy-a",
-        conn=17,
-        client="10.1.2.3:51234",
-        api="CreateTopics",
-        api_key=19,
-        api_version=7,
+        Stamp(
+            time="2026-11-22T04:47:01.123456Z",
+            decision_id=new_decision_id(),
+            policy_revision=policy_revision(str(DEFAULTS)),
+            cluster_id="OPJ1mOpYQSm4F17dkRicdw",
+            proxy_id="proxy-a",
+            conn=17,
+            client="10.1.2.3:51234",
+            api="CreateTopics",
+            api_key=19,
+            api_version=7,
+        ),
     )
