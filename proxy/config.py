@@ -92,9 +92,13 @@ HostPorts = Annotated[
 def _secrets_schema(schema: dict[str, Any], model: type) -> None:
     # A secret is required, but as either of two keys.
     names: tuple[str, ...] = getattr(model, "secret_fields", ())
-    schema["required"] = [key for key in schema.get("required", []) if key not in names]
+    required = set(schema.get("required", []))
+    schema["required"] = [key for key in required if key not in names]
     schema["allOf"] = [
-        {"oneOf": [{"required": [name]}, {"required": [name + FILE_SUFFIX]}]} for name in names
+        {"oneOf": [{"required": [name]}, {"required": [name + FILE_SUFFIX]}]}
+        if name in required
+        else {"not": {"required": [name, name + FILE_SUFFIX]}}
+        for name in names
     ]
 
 
@@ -113,8 +117,11 @@ class _SecretsSection(_Section):
         for name in cls.secret_fields:
             file_key = name + FILE_SUFFIX
             inline, path = data.get(name), data.get(file_key)
-            if (inline is None) == (path is None):
-                raise ValueError(f"set exactly one of {name} and {file_key}")
+            required = cls.model_fields[name].is_required()
+            if (inline is not None and path is not None) or (required and inline is path is None):
+                raise ValueError(
+                    f"set {'exactly' if required else 'at most'} one of {name} and {file_key}"
+                )
             if path is not None:
                 data[name] = _read_secret(file_key, Path(path))
         return data
@@ -161,11 +168,42 @@ class ListenersConfig(_Section):
     tls: TlsConfig | None = None
 
 
+class UpstreamTlsConfig(_SecretsSection):
+    """TLS from the proxy to the brokers (client TLS is terminated and re-originated)."""
+
+    secret_fields: ClassVar[tuple[str, ...]] = ("key_password",)
+
+    ca_file: Path | None = Field(
+        default=None, description="CAs that sign the broker certificates; default: the system's"
+    )
+    check_hostname: bool = Field(
+        default=True, description="the broker certificate must name the host dialled"
+    )
+    cert_file: Path | None = Field(default=None, description="client certificate for mTLS")
+    key_file: Path | None = Field(default=None, description="its private key (PEM)")
+    key_password: SecretStr | None = Field(
+        default=None, description="the key's passphrase, or key_password_file"
+    )
+    key_password_file: Path | None = None
+    min_version: Literal["TLSv1.2", "TLSv1.3"] = "TLSv1.2"
+
+    @model_validator(mode="after")
+    def _cert_with_key(self) -> UpstreamTlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (mTLS needs both)")
+        if self.key_password is not None and self.key_file is None:
+            raise ValueError("key_password needs key_file")
+        return self
+
+
 class UpstreamConfig(_Section):
     """The Kafka cluster behind the proxy."""
 
     bootstrap_servers: HostPorts = Field(min_length=1)
     connect_timeout_s: float = Field(default=10.0, gt=0)
+    tls: UpstreamTlsConfig | None = Field(
+        default=None, description="absent: plaintext to the brokers"
+    )
 
 
 class LimitsConfig(_Section):
@@ -234,6 +272,22 @@ class ClusterStateConfig(_Section):
     sasl: SaslConfig | None = None
 
 
+class AuditKafkaConfig(_Section):
+    """The audit topic: decision records as CloudEvents-style JSON, keyed by topic."""
+
+    topic: str = Field(default="kafka-policy-proxy-audit", min_length=1, max_length=249)
+    bootstrap_servers: HostPorts | None = Field(
+        default=None,
+        description="defaults to upstream.bootstrap_servers, with upstream.tls and "
+        "cluster_state.sasl",
+    )
+    buffer_events: int = Field(
+        default=10000, ge=1, description="events awaiting delivery; beyond it they are dropped"
+    )
+    linger_ms: int = Field(default=50, ge=0)
+    delivery_timeout_s: float = Field(default=10.0, gt=0)
+
+
 class AuditConfig(_Section):
     """Where the audit log of policy decisions goes (docs/audit-log.md)."""
 
@@ -246,6 +300,27 @@ class AuditConfig(_Section):
         min_length=1,
         description="names this proxy in each record; defaults to <hostname>:<bootstrap_port>",
     )
+    on_failure: Literal["open", "closed"] = Field(
+        default="open",
+        description="closed: a mutation is refused unless its audit event was written",
+    )
+    kafka: AuditKafkaConfig | None = None
+
+
+class AdminConfig(_Section):
+    """The operations HTTP listener: /metrics, /healthz, /readyz."""
+
+    bind_host: str = "0.0.0.0"
+    port: Port | None = Field(default=None, description="absent: no admin listener")
+    readiness_max_age_s: float = Field(
+        default=60.0, gt=0, description="/readyz needs a cluster-state read this recent"
+    )
+
+
+def _workers(value: Any) -> Any:
+    if value == "auto":
+        return os.cpu_count() or 1
+    return _int_text(value)
 
 
 class LoggingConfig(_Section):
@@ -269,6 +344,12 @@ class ProxyConfig(BaseSettings):
     cluster_state: ClusterStateConfig = ClusterStateConfig()
     audit: AuditConfig = AuditConfig()
     logging: LoggingConfig = LoggingConfig()
+    admin: AdminConfig = AdminConfig()
+    workers: Annotated[
+        int,
+        BeforeValidator(_workers),
+        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"const": "auto"}]}),
+    ] = Field(default=1, ge=1, le=256, description="processes sharing the listeners; auto = cores")
     shutdown_timeout_s: float = Field(default=30.0, ge=0)
 
     @classmethod
