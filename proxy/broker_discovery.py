@@ -7,6 +7,7 @@ also remembers the cluster id the decision records carry.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +53,14 @@ class BrokerDiscovery:
         servers: Sequence[tuple[str, int]],
         connect_timeout_s: float,
         sasl: SaslCredentials | None,
+        tls: ssl.SSLContext | None = None,
     ) -> Brokers | None:
         """Ask each bootstrap server in turn until one answers; None if none does."""
         for host, port in servers:
             try:
-                client = await KafkaClient.connect(host, port, connect_timeout_s, sasl=sasl)
+                client = await KafkaClient.connect(
+                    host, port, connect_timeout_s, sasl=sasl, tls=tls
+                )
             except (OSError, TimeoutError) as exc:
                 log.warning(
                     "bootstrap server unreachable", broker=f"{host}:{port}", detail=str(exc)

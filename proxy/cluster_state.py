@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -44,6 +45,7 @@ from proxy.cluster_requests import (
     topic_from_metadata,
 )
 from proxy.kafka_client import KafkaClient, SaslAuthenticationError, SaslCredentials
+from proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")
 # Cache keys: ("topic", name), ("id", topic id), or one of the two below.
@@ -94,6 +96,7 @@ class ClusterStateReader:
         ttl_s: float = 5.0,
         request_timeout_s: float = 10.0,
         sasl: SaslCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
         discovery: BrokerDiscovery | None = None,
         applied_wait_s: float = APPLIED_WAIT_S,
     ) -> None:
@@ -104,6 +107,9 @@ class ClusterStateReader:
         self._ttl = ttl_s
         self._timeout = request_timeout_s
         self._sasl = sasl
+        self._tls = tls
+        self.last_read: float | None = None  # loop time of the last answer from the cluster
+        self.last_error: str | None = None  # why the last read failed, until one succeeds
         self._client: KafkaClient | None = None
         self._address = ""
         self._reused = False  # the connection has answered before, so it may have gone stale
@@ -328,6 +334,9 @@ class ClusterStateReader:
                 waiting[key] = task
             else:
                 missing.append(key)
+        CLUSTER_STATE_REQUESTS.labels(result="hit").inc(len(result))
+        # A miss is read now, or joins an identical read in flight.
+        CLUSTER_STATE_REQUESTS.labels(result="miss").inc(len(waiting) + len(missing))
         if missing:
             task = loop.create_task(self._fill(what, missing, fetch))
             self._tasks.add(task)
@@ -364,12 +373,14 @@ class ClusterStateReader:
                     raise
                 return await fetch()
         except _Unavailable as exc:
-            raise ClusterStateUnavailable(f"cannot read {what} from the cluster: {exc}") from None
+            CLUSTER_STATE_REQUESTS.labels(result="error").inc()
+            self.last_error = f"cannot read {what} from the cluster: {exc}"
+            raise ClusterStateUnavailable(self.last_error) from None
         # Fail closed on anything else too (a broker answer this code did not expect).
         except Exception as exc:
-            raise ClusterStateUnavailable(
-                f"cannot read {what} from the cluster: {type(exc).__name__}: {exc}"
-            ) from exc
+            CLUSTER_STATE_REQUESTS.labels(result="error").inc()
+            self.last_error = f"cannot read {what} from the cluster: {type(exc).__name__}: {exc}"
+            raise ClusterStateUnavailable(self.last_error) from exc
 
     def _settle(self, keys: Iterable[Key], task: asyncio.Task[dict[Key, Any]]) -> None:
         self._tasks.discard(task)
@@ -495,6 +506,8 @@ class ClusterStateReader:
                 f"{name} to {address} failed: {_describe(exc)}", retry=retry
             ) from None
         self._reused = True
+        self.last_read = asyncio.get_running_loop().time()
+        self.last_error = None
         return response
 
     async def _connected(self) -> KafkaClient:
@@ -505,7 +518,9 @@ class ClusterStateReader:
             for _ in self._bootstrap:
                 host, port = self._bootstrap[self._next_server]
                 try:
-                    self._client = await KafkaClient.connect(host, port, self._timeout, self._sasl)
+                    self._client = await KafkaClient.connect(
+                        host, port, self._timeout, self._sasl, self._tls
+                    )
                 except SaslAuthenticationError as exc:
                     # The credentials are the cluster's: another server would refuse them too.
                     raise _Unavailable(f"{host}:{port}: {exc}") from None

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
+import time
 from collections.abc import Awaitable, Callable
 from typing import cast
 
 import structlog
 
+from codec.errors import api_name
 from proxy.filter import HookResult, RequestContext, Verdict
 from proxy.filter_chain import FilterChain
 from proxy.framing import framed
 from proxy.memory_budget import PAUSE as MEMORY
 from proxy.memory_budget import MemoryBudget
+from proxy.metrics import ADDED_LATENCY, BYTES, UPSTREAM_CONNECT_FAILURES, count_request
 from proxy.request_pipeline import (
     Action,
     AwaitDecision,
@@ -27,6 +31,7 @@ from proxy.request_pipeline import (
     StopReading,
 )
 from proxy.tls import CertificatePrincipalError, CertificatePrincipals
+from proxy.upstream_tls import explain, not_tls
 
 # `framed` stays importable from here: the integration tests frame requests with it.
 __all__ = ["ClientConnection", "UpstreamTarget", "framed"]
@@ -37,6 +42,8 @@ log = structlog.get_logger("proxy.connection")
 UpstreamTarget = Callable[[], list[tuple[str, int]]]
 
 _HIGH_WATER = 4 * 1024 * 1024
+_TO_BROKER = BYTES.labels(direction="client_to_broker")
+_TO_CLIENT = BYTES.labels(direction="broker_to_client")
 _ids = itertools.count(1)
 
 
@@ -55,6 +62,7 @@ class ClientConnection(asyncio.Protocol):
         on_open: Callable[[ClientConnection], str | None],
         on_close: Callable[[ClientConnection], None],
         certificates: CertificatePrincipals | None = None,
+        upstream_tls: ssl.SSLContext | None = None,
     ) -> None:
         self.id = next(_ids)
         self.listener = listener
@@ -67,9 +75,11 @@ class ClientConnection(asyncio.Protocol):
         self._on_open = on_open
         self._on_close = on_close
         self._certificates = certificates
+        self._upstream_tls = upstream_tls
         self._pipeline: RequestPipeline | None = None
         self._client: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
+        self._broker_address = ("", 0)
         self._pauses: set[str] = set()
         self._client_full = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -106,11 +116,13 @@ class ClientConnection(asyncio.Protocol):
             client_address=address,
             principal=principal,
             max_frame_bytes=self._max_frame_bytes,
+            observe=count_request,
         )
         self.pause("connecting")
         self._spawn(self._connect_upstream(self._pipeline))
 
     def data_received(self, data: bytes) -> None:
+        _TO_BROKER.inc(len(data))
         if self._pipeline is not None:
             self.act(self._pipeline.client_data(data))
 
@@ -198,7 +210,11 @@ class ClientConnection(asyncio.Protocol):
         self.abort()
 
     async def _decide(self, ctx: RequestContext, pending: Awaitable[Verdict]) -> None:
+        started = time.perf_counter()
         verdict = await pending
+        ADDED_LATENCY.labels(api=api_name(ctx.header.api_key)).observe(
+            time.perf_counter() - started
+        )
         if self._pipeline is not None:
             self.act(self._pipeline.decided(ctx, verdict))
 
@@ -221,12 +237,25 @@ class ClientConnection(asyncio.Protocol):
         except LookupError as exc:
             self._fail("no broker for this listener", detail=str(exc))
             return
+        tls = self._upstream_tls
         for host, port in candidates:
             try:
                 transport, _ = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Upstream(self, pipeline), host, port),
+                    loop.create_connection(
+                        lambda: _Upstream(self, pipeline),
+                        host,
+                        port,
+                        ssl=tls,
+                        server_hostname=host if tls else None,
+                    ),
                     self._connect_timeout,
                 )
+            except ssl.SSLError as exc:
+                errors.append(str(explain(exc, host, port)))
+                continue
+            except ConnectionResetError:
+                errors.append(str(not_tls(host, port)) if tls else f"{host}:{port}: reset")
+                continue
             except (OSError, TimeoutError) as exc:
                 errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
                 continue
@@ -234,6 +263,7 @@ class ClientConnection(asyncio.Protocol):
                 transport.close()
                 return
             self._upstream = transport
+            self._broker_address = (host, port)
             self._upstream.set_write_buffer_limits(high=_HIGH_WATER)
             self.log = self.log.bind(broker=f"{host}:{port}")
             if MEMORY in self._pauses:
@@ -241,6 +271,7 @@ class ClientConnection(asyncio.Protocol):
             self.act(pipeline.broker_connected())
             self.resume("connecting")
             return
+        UPSTREAM_CONNECT_FAILURES.labels(listener=self.listener).inc()
         self._fail("cannot connect to broker", detail="; ".join(errors))
 
     def _fail(self, reason: str, **details: object) -> None:
@@ -275,7 +306,11 @@ class ClientConnection(asyncio.Protocol):
         """The broker connection ended: the client must reconnect."""
         self._upstream = None
         if self._client is not None:
-            self.log.info("broker connection closed", detail=str(exc) if exc else None)
+            if isinstance(exc, ssl.SSLError) and self._upstream_tls is not None:
+                host, port = self._broker_address
+                self.log.warning("broker connection closed", detail=str(explain(exc, host, port)))
+            else:
+                self.log.info("broker connection closed", detail=str(exc) if exc else None)
             self._client.close()
 
     def _close_upstream(self) -> None:
@@ -321,6 +356,7 @@ class _Upstream(asyncio.Protocol):
         self._pipeline = pipeline
 
     def data_received(self, data: bytes) -> None:
+        _TO_CLIENT.inc(len(data))
         self._conn.act(self._pipeline.broker_data(data))
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import itertools
 import secrets
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from codec.header import request_header, response_header_size
 from codec.registry import decode_exact, encode, response_class
+from proxy.upstream_tls import explain, not_tls
 
 CLIENT_ID = "kafka-policy-proxy"
 
@@ -107,22 +109,45 @@ class KafkaClient:
     """One connection to one broker; requests are sent one at a time, each within a deadline."""
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline: float
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        deadline: float,
+        address: tuple[str, int] = ("", 0),
+        tls: bool = False,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._deadline = deadline
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
+        self._address = address
+        self._tls = tls
+        self._answered = False
 
     @classmethod
     async def connect(
-        cls, host: str, port: int, deadline: float, sasl: SaslCredentials | None = None
+        cls,
+        host: str,
+        port: int,
+        deadline: float,
+        sasl: SaslCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> KafkaClient:
-        """Connect to host:port, authenticate if `sasl`; every request gets `deadline` seconds."""
-        async with asyncio.timeout(deadline):
-            reader, writer = await asyncio.open_connection(host, port)
-        client = cls(reader, writer, deadline)
+        """Connect to host:port (over TLS if `tls`), authenticate if `sasl`; each request gets
+        `deadline` seconds."""
+        try:
+            async with asyncio.timeout(deadline):
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=tls, server_hostname=host if tls else None
+                )
+        except ssl.SSLError as exc:
+            raise explain(exc, host, port) from None
+        except ConnectionResetError:
+            if tls is None:
+                raise
+            raise not_tls(host, port) from None
+        client = cls(reader, writer, deadline, (host, port), tls is not None)
         if sasl is not None:
             try:
                 await client._authenticate(sasl)
@@ -137,10 +162,27 @@ class KafkaClient:
         async with self._lock, asyncio.timeout(self._deadline):
             correlation_id = next(self._ids)
             body = request_header(key, version, correlation_id, CLIENT_ID) + encode(message)
-            self._writer.write(len(body).to_bytes(4, "big") + body)
-            await self._writer.drain()
-            size = int.from_bytes(await self._reader.readexactly(4))
-            frame = await self._reader.readexactly(size)
+            try:
+                self._writer.write(len(body).to_bytes(4, "big") + body)
+                await self._writer.drain()
+                size = int.from_bytes(await self._reader.readexactly(4))
+                frame = await self._reader.readexactly(size)
+            except ssl.SSLError as exc:
+                # TLS 1.3: a broker refuses a client certificate after the handshake.
+                raise explain(exc, *self._address) from None
+            except asyncio.IncompleteReadError:
+                if self._answered:
+                    raise
+                hint = (
+                    "if it requires client certificates, set upstream.tls.cert_file and key_file"
+                    if self._tls
+                    else "if its listener is SSL or SASL_SSL, set upstream.tls"
+                )
+                raise ConnectionError(
+                    f"broker {self._address[0]}:{self._address[1]} closed the connection "
+                    f"without answering: {hint}"
+                ) from None
+            self._answered = True
         if int.from_bytes(frame[:4], "big", signed=True) != correlation_id:
             raise ConnectionError("response correlation id does not match the request")
         start = response_header_size(frame, key, version)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections import Counter
 
 import structlog
 
 from policy.engine import CompiledPolicy
+from proxy.admin_server import AdminServer
 from proxy.audit import AuditLog
-from proxy.broker_discovery import BrokerDiscovery
-from proxy.cluster_state import ClusterStateReader
+from proxy.broker_discovery import BrokerDiscovery, brokers_request
+from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.config import ProxyConfig
 from proxy.connection import ClientConnection, UpstreamTarget
 from proxy.decision_recorder import DecisionRecorder
@@ -19,8 +21,10 @@ from proxy.filters.assembly import proxy_chain
 from proxy.kafka_client import SaslCredentials
 from proxy.live_facts import LiveFacts
 from proxy.memory_budget import MemoryBudget
+from proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
 from proxy.policy_source import PolicySource
 from proxy.tls import CertificatePrincipals, server_context
+from proxy.upstream_tls import client_context
 
 log = structlog.get_logger("proxy.server")
 
@@ -51,10 +55,14 @@ class ProxyServer:
         tls = config.listeners.tls
         # Built once, here, so that an unusable TLS file stops `run` before anything listens.
         self._ssl = None if tls is None else server_context(tls)
+        upstream_tls = config.upstream.tls
+        self._upstream_tls = None if upstream_tls is None else client_context(upstream_tls)
         self._certificates = (
             None if tls is None else CertificatePrincipals(tls.principal_mapping_rules)
         )
         self.discovery = BrokerDiscovery()
+        self.admin = AdminServer(self.readiness)
+        self._stopping = False
         self.cluster_state = ClusterStateReader(
             [
                 (s.host, s.port)
@@ -63,6 +71,7 @@ class ProxyServer:
             ttl_s=state.ttl_s,
             request_timeout_s=state.request_timeout_s,
             sasl=self._sasl,
+            tls=self._upstream_tls,
             discovery=self.discovery,
         )
         audit = config.audit
@@ -110,6 +119,10 @@ class ProxyServer:
         else:
             log.warning("no policy file configured: the proxy enforces nothing")
         self._tasks.add(asyncio.ensure_future(self._watch_budget()))
+        admin = self._config.admin
+        if admin.port is not None:
+            await self.admin.start(admin.bind_host, admin.port)
+            self._tasks.add(asyncio.ensure_future(self._probe_cluster()))
         self._servers["bootstrap"] = await self._listen(
             "bootstrap", self._bootstrap_target, self._config.listeners.bootstrap_port
         )
@@ -167,6 +180,7 @@ class ProxyServer:
                 on_open=self._admit,
                 on_close=self._closed,
                 certificates=self._certificates,
+                upstream_tls=self._upstream_tls,
             )
 
         server = await loop.create_server(
@@ -186,12 +200,15 @@ class ProxyServer:
             return f"limits.max_connections_per_listener ({cap}) reached"
         self._connections.add(conn)
         self._per_listener[conn.listener] += 1
+        CONNECTIONS.labels(listener=conn.listener).inc()
+        CONNECTIONS_OPEN.labels(listener=conn.listener).inc()
         return None
 
     def _closed(self, conn: ClientConnection) -> None:
         if conn in self._connections:
             self._connections.remove(conn)
             self._per_listener[conn.listener] -= 1
+            CONNECTIONS_OPEN.labels(listener=conn.listener).dec()
 
     async def _watch_budget(self) -> None:
         # Write buffers drain without telling anyone: recount them, and find the stalls.
@@ -209,15 +226,45 @@ class ProxyServer:
 
     async def _discover(self) -> None:
         found = await self.discovery.discover(
-            self._bootstrap_target(), self._config.upstream.connect_timeout_s, self._sasl
+            self._bootstrap_target(),
+            self._config.upstream.connect_timeout_s,
+            self._sasl,
+            self._upstream_tls,
         )
         if found is None:
             log.warning("no broker answered at start; node listeners are bound as brokers appear")
             return
         await self.ensure(found.nodes)
 
+    def readiness(self) -> list[str]:
+        """Why the proxy should not take traffic now (empty: ready), for /readyz."""
+        reasons = []
+        if self._stopping:
+            reasons.append("shutting down")
+        if self.policy is None:
+            reasons.append("no policy: policy.file is not set, so nothing would be enforced")
+        elif self.policy.current() is None:
+            reasons.append(f"the policy {self.policy.path} is not loaded")
+        if "bootstrap" not in self._servers:
+            reasons.append("the bootstrap listener is not bound yet")
+        max_age = self._config.admin.readiness_max_age_s
+        last = self.cluster_state.last_read
+        if last is None or asyncio.get_running_loop().time() - last > max_age:
+            why = self.cluster_state.last_error or "no answer yet"
+            reasons.append(f"the cluster state was not read in the last {max_age:g}s ({why})")
+        return reasons
+
+    async def _probe_cluster(self) -> None:
+        # /readyz needs a recent read even when no client asks for one.
+        interval = min(10.0, self._config.admin.readiness_max_age_s / 3)
+        while True:
+            with contextlib.suppress(ClusterStateUnavailable):
+                await self.cluster_state.request(brokers_request(), "the brokers (readiness)")
+            await asyncio.sleep(interval)
+
     async def shutdown(self) -> None:
         """Stop accepting, let responses in flight finish (bounded), then close everything."""
+        self._stopping = True
         for server in self._servers.values():
             server.close()
         connections = list(self._connections)
@@ -236,6 +283,7 @@ class ProxyServer:
         for task in self._tasks:
             task.cancel()
         await self.cluster_state.close()
+        await self.admin.close()
         if self.policy is not None:
             self.policy.close()
         self.audit.close()

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Start, inspect and stop a real Apache Kafka cluster (KRaft) on 127.0.0.1 as plain JVMs.
 
-Used by `make run`, the integration-test fixtures and the benchmarks. Stdlib only, so that it
-also runs with a bare `python3`. Importing it has no side effects.
+Used by `make run`, the integration-test fixtures and the benchmarks. Stdlib only, except for
+the throwaway CA of the TLS listeners (`throwaway_ca.py`, on the `cryptography` package), which
+`up` imports. Importing it has no side effects.
 """
 
 import argparse
@@ -10,6 +11,7 @@ import base64
 import contextlib
 import dataclasses
 import fcntl
+import importlib.util
 import json
 import os
 import shutil
@@ -23,6 +25,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 from xml.sax.saxutils import quoteattr
 
@@ -136,6 +139,15 @@ LOG4J_TOOLS = """<?xml version="1.0" encoding="UTF-8"?>
   </Loggers>
 </Configuration>
 """
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a running cluster's TLS listeners."""
+
+    ca: Path  # signs the broker certificate (which names IP 127.0.0.1 only)
+    client_cert: Path  # accepted by the MTLS listener; subject CN=proxy
+    client_key: Path
 
 
 class LocalKafkaError(RuntimeError):
@@ -353,6 +365,9 @@ class _Node:
     sasl_port: int
     controller_port: int | None
     advertised_port: int
+    ssl_port: int
+    sasl_ssl_port: int
+    mtls_port: int
     pid: int | None = None
 
     @property
@@ -362,7 +377,14 @@ class _Node:
     @property
     def ports(self) -> list[int]:
         extra = [self.controller_port] if self.controller_port is not None else []
-        return [self.port, self.sasl_port, *extra]
+        return [
+            self.port,
+            self.sasl_port,
+            self.ssl_port,
+            self.sasl_ssl_port,
+            self.mtls_port,
+            *extra,
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -372,6 +394,9 @@ class _Node:
             "sasl_port": self.sasl_port,
             "controller_port": self.controller_port,
             "advertised_port": self.advertised_port,
+            "ssl_port": self.ssl_port,
+            "sasl_ssl_port": self.sasl_ssl_port,
+            "mtls_port": self.mtls_port,
             "pid": self.pid,
         }
 
@@ -383,6 +408,9 @@ class _Node:
             sasl_port=int(data["sasl_port"]),
             controller_port=data.get("controller_port"),
             advertised_port=int(data["advertised_port"]),
+            ssl_port=int(data["ssl_port"]),
+            sasl_ssl_port=int(data["sasl_ssl_port"]),
+            mtls_port=int(data["mtls_port"]),
             pid=data.get("pid"),
         )
 
@@ -407,8 +435,8 @@ class LocalKafka:
     ) -> None:
         if not 1 <= brokers <= MAX_NODE_ID:
             raise ValueError(f"brokers must be between 1 and {MAX_NODE_ID}")
-        if not 1024 <= port_base <= 65535 - 300:
-            raise ValueError("port_base must leave room for base..base+200 in 1024..65535")
+        if not 1024 <= port_base <= 65535 - 600:
+            raise ValueError("port_base must leave room for base..base+599 in 1024..65535")
         self.directory = Path(directory).resolve()
         self.port_base = port_base
         self.kafka_version = kafka_version or default_kafka_version()
@@ -499,6 +527,27 @@ class LocalKafka:
         return ",".join(f"{HOST}:{n.sasl_port}" for n in self._running_nodes())
 
     @property
+    def ssl_bootstrap_servers(self) -> str:
+        """SSL bootstrap servers (server-authenticated TLS), comma-separated."""
+        return ",".join(f"{HOST}:{n.ssl_port}" for n in self._running_nodes())
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """SASL_SSL bootstrap servers, comma-separated."""
+        return ",".join(f"{HOST}:{n.sasl_ssl_port}" for n in self._running_nodes())
+
+    @property
+    def mtls_bootstrap_servers(self) -> str:
+        """SSL bootstrap servers that require a client certificate, comma-separated."""
+        return ",".join(f"{HOST}:{n.mtls_port}" for n in self._running_nodes())
+
+    @property
+    def tls_files(self) -> TlsFiles:
+        """The cluster's CA, and a client certificate it accepts on the mTLS listener."""
+        tls = self.directory / "tls"
+        return TlsFiles(tls / "ca.pem", tls / "proxy.pem", tls / "proxy.key")
+
+    @property
     def broker_addresses(self) -> dict[int, tuple[str, int]]:
         """Node id -> the real PLAINTEXT (host, port) it listens on, for running nodes."""
         return {n.node_id: (HOST, n.port) for n in self._running_nodes()}
@@ -551,6 +600,7 @@ class LocalKafka:
         _check_ports_free([port for node in nodes for port in node.ports])
         libs = ensure_jars(self.kafka_version)
         self._clear_directory()
+        self._make_certificates()
         self._nodes = {node.node_id: node for node in nodes}
         self.cluster_id = _new_cluster_id()
         for node in nodes:
@@ -631,7 +681,15 @@ class LocalKafka:
             sasl_port=self.port_base + 100 + node_id - 1,
             controller_port=self.controller_port if node_id == 1 else None,
             advertised_port=self.advertise_ports.get(node_id, port),
+            ssl_port=self.port_base + 300 + node_id - 1,
+            sasl_ssl_port=self.port_base + 400 + node_id - 1,
+            mtls_port=self.port_base + 500 + node_id - 1,
         )
+
+    def _make_certificates(self) -> None:
+        ca = throwaway_ca().ThrowawayCa(self.directory / "tls")
+        ca.keystore(ca.issue("broker", server=True))
+        ca.issue("proxy", server=False)
 
     def _clear_directory(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -641,33 +699,42 @@ class LocalKafka:
 
     def _properties(self, node: _Node) -> dict[str, str]:
         internal_rf = str(self._internal_rf)
-        listeners = [f"PLAINTEXT://{HOST}:{node.port}", f"SASL_PLAINTEXT://{HOST}:{node.sasl_port}"]
+        tls_listeners = [
+            f"SSL://{HOST}:{node.ssl_port}",
+            f"SASL_SSL://{HOST}:{node.sasl_ssl_port}",
+            f"MTLS://{HOST}:{node.mtls_port}",
+        ]
+        client_listeners = [
+            f"PLAINTEXT://{HOST}:{node.port}",
+            f"SASL_PLAINTEXT://{HOST}:{node.sasl_port}",
+            *tls_listeners,
+        ]
+        listeners = list(client_listeners)
         if node.controller_port is not None:
             listeners.append(f"CONTROLLER://{HOST}:{node.controller_port}")
+        advertised = [f"PLAINTEXT://{HOST}:{node.advertised_port}", *client_listeners[1:]]
         plain_users = " ".join(f'user_{u}="{p}"' for u, p in SCRAM_USERS.items())
         scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-        sasl = "listener.name.sasl_plaintext"
+        tls = self.directory / "tls"
         props = {
             "process.roles": node.roles,
             "node.id": str(node.node_id),
             "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
             "listeners": ",".join(listeners),
-            "advertised.listeners": (
-                f"PLAINTEXT://{HOST}:{node.advertised_port},"
-                f"SASL_PLAINTEXT://{HOST}:{node.sasl_port}"
-            ),
+            "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,"
+                "MTLS:SSL,CONTROLLER:PLAINTEXT"
             ),
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
-            f"{sasl}.sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
-            f"{sasl}.plain.sasl.jaas.config": (
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
-            ),
-            f"{sasl}.scram-sha-256.sasl.jaas.config": scram_jaas,
-            f"{sasl}.scram-sha-512.sasl.jaas.config": scram_jaas,
+            # PEM stores (KIP-651): the throwaway CA from _make_certificates.
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(tls / "broker.keystore.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(tls / "ca.pem"),
+            "listener.name.mtls.ssl.client.auth": "required",
             "log.dirs": str(self._node_dir(node.node_id) / "data"),
             "auto.create.topics.enable": "true",
             "num.partitions": "1",
@@ -689,6 +756,16 @@ class LocalKafka:
             "broker.heartbeat.interval.ms": "1000",
             "controlled.shutdown.enable": "true",
         }
+        for sasl in ("listener.name.sasl_plaintext", "listener.name.sasl_ssl"):
+            props |= {
+                f"{sasl}.sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+                f"{sasl}.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f"{plain_users};"
+                ),
+                f"{sasl}.scram-sha-256.sasl.jaas.config": scram_jaas,
+                f"{sasl}.scram-sha-512.sasl.jaas.config": scram_jaas,
+            }
         props.update(self.broker_props)
         return props
 
@@ -833,6 +910,23 @@ class LocalKafka:
             time.sleep(0.05)
 
 
+def throwaway_ca() -> ModuleType:
+    """The `throwaway_ca` module beside this file (it needs the `cryptography` package)."""
+    path = Path(__file__).with_name("throwaway_ca.py")
+    spec = importlib.util.spec_from_file_location("throwaway_ca", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("throwaway_ca", module)  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        raise LocalKafkaError(
+            f"the TLS listeners need a throwaway CA ({exc}): run from the project's venv "
+            "(make setup)"
+        ) from None
+    return module
+
+
 def _java_error(output: str, returncode: int) -> str:
     """The most telling line of a failed JVM's output: its last non-stack-trace line."""
     lines = [line for line in output.splitlines() if line.strip() and not line[0].isspace()]
@@ -869,7 +963,10 @@ def _build_parser() -> argparse.ArgumentParser:
             "tests. Node 1 is broker+controller, nodes 2..N are brokers. Node i listens on "
             "PLAINTEXT port-base+i-1 and SASL_PLAINTEXT port-base+100+i-1 (SCRAM-SHA-256/512 and "
             "PLAIN; users admin, alice, bob with password <name>-secret); the controller on "
-            "port-base+200. Jars come from Maven once and are cached under "
+            "port-base+200; SSL on port-base+300+i-1, SASL_SSL on port-base+400+i-1 and SSL "
+            "requiring a client certificate on port-base+500+i-1, with a throwaway CA in "
+            "DIR/tls (ca.pem; proxy.pem and proxy.key are a client certificate it signed). "
+            "Jars come from Maven once and are cached under "
             "${XDG_CACHE_HOME:-~/.cache}/kafka-policy-proxy/."
         ),
     )
@@ -977,7 +1074,11 @@ def _cmd_status(cluster: LocalKafka) -> int:
     overall = "running" if alive == len(nodes) else f"{alive} of {len(nodes)} nodes running"
     print(f"cluster {cluster.cluster_id} in {cluster.directory}: {overall}", file=sys.stderr)
     for node in nodes:
-        ports = f"PLAINTEXT {HOST}:{node['port']}  SASL_PLAINTEXT {HOST}:{node['sasl_port']}"
+        ports = (
+            f"PLAINTEXT {HOST}:{node['port']}  SASL_PLAINTEXT {HOST}:{node['sasl_port']}  "
+            f"SSL {HOST}:{node['ssl_port']}  SASL_SSL {HOST}:{node['sasl_ssl_port']}  "
+            f"SSL+client-auth {HOST}:{node['mtls_port']}"
+        )
         if node["controller_port"] is not None:
             ports += f"  CONTROLLER {HOST}:{node['controller_port']}"
         if node["advertised_port"] != node["port"]:

@@ -16,7 +16,9 @@ import pytest
 from tests.integration.support import REPO, ProxyProcess, load_launcher
 
 # Fixed ports stay below Linux's ephemeral range (32768-60999), where client sockets live.
-CLUSTER_PORT_BASE = 29092  # brokers 29092-29094, SASL 29192-29194, controller 29292
+# Brokers 29092-29094, SASL 29192-29194, controller 29292, SSL 29392-29394, SASL_SSL
+# 29492-29494, SSL with client certificates 29592-29594.
+CLUSTER_PORT_BASE = 29092
 PROXY_BOOTSTRAP_PORT = 29400
 PROXY_NODE_PORT_BASE = 29500  # node N is served on 29500 + N
 ENFORCING_BOOTSTRAP_PORT = 29800

@@ -7,6 +7,8 @@ below Linux's ephemeral range (32768-60999), where any outgoing connection could
 
 import importlib.util
 import json
+import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -81,9 +83,29 @@ def test_every_node_reports_all_three_brokers(cluster: "lk.LocalKafka") -> None:
     assert cluster.bootstrap_servers == "127.0.0.1:27092,127.0.0.1:27093,127.0.0.1:27094"
     assert cluster.sasl_bootstrap_servers == "127.0.0.1:27192,127.0.0.1:27193,127.0.0.1:27194"
     assert cluster.broker_addresses == expected
-    assert cluster.all_broker_ports == {27092, 27093, 27094, 27192, 27193, 27194, 27292}
+    assert cluster.ssl_bootstrap_servers == "127.0.0.1:27392,127.0.0.1:27393,127.0.0.1:27394"
+    assert cluster.sasl_ssl_bootstrap_servers == "127.0.0.1:27492,127.0.0.1:27493,127.0.0.1:27494"
+    assert cluster.mtls_bootstrap_servers == "127.0.0.1:27592,127.0.0.1:27593,127.0.0.1:27594"
+    tls_ports = {base + i for base in (27392, 27492, 27592) for i in range(3)}
+    assert cluster.all_broker_ports == {27092, 27093, 27094, 27192, 27193, 27194, 27292} | tls_ports
     for host, port in expected.values():
         assert lk.fetch_broker_ids(host, port) == expected
+
+
+def test_tls_listeners_present_the_throwaway_ca(cluster: "lk.LocalKafka") -> None:
+    files = cluster.tls_files
+    context = ssl.create_default_context(cafile=files.ca)
+    with (
+        socket.create_connection((HOST, 27392), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=HOST) as tls,
+    ):
+        assert tls.getpeercert()["subjectAltName"] == (("IP Address", HOST),)
+    context.load_cert_chain(files.client_cert, files.client_key)
+    with (
+        socket.create_connection((HOST, 27592), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=HOST) as tls,
+    ):
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
 
 
 def test_state_file_lets_a_second_instance_attach(cluster: "lk.LocalKafka") -> None:
