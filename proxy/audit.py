@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from proxy.metrics import AUDIT_EVENTS
+
 
 class AuditLog:
     """Writes decision records to a rotated file and/or stdout, never through the app log."""
@@ -38,6 +40,13 @@ class AuditLog:
             )
         if stdout:
             self._handlers.append(logging.StreamHandler(sys.stdout))
+        self._written = [
+            AUDIT_EVENTS.labels(
+                sink="stdout" if h.stream is sys.stdout else "file", result="written"
+            )
+            for h in self._handlers
+            if isinstance(h, logging.StreamHandler)
+        ]
         for handler in self._handlers:
             handler.setFormatter(logging.Formatter("%(message)s"))
             self._logger.addHandler(handler)
@@ -51,6 +60,8 @@ class AuditLog:
         """Write one complete record as a JSON line."""
         if self._handlers:
             self._logger.info(json.dumps(record, separators=(",", ":"), default=str))
+            for counter in self._written:
+                counter.inc()
 
     def close(self) -> None:
         """Flush and close the outputs."""

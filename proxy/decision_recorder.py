@@ -21,8 +21,10 @@ from policy.decision_log import (
     refusal_record,
 )
 from policy.judge import Verdict
+from policy.model import Mode, Violation
 from proxy.audit import AuditLog
 from proxy.filter import RequestContext
+from proxy.metrics import DECISIONS
 
 log = structlog.get_logger("proxy.enforcement")
 
@@ -59,6 +61,7 @@ class DecisionRecorder:
             if decision is None:
                 continue
             result = outcome(decision)
+            _count(ctx, request.action.value, result, decision.violations)
             if result is not Outcome.ALLOWED:
                 log.info(
                     f"policy {result}",
@@ -74,6 +77,7 @@ class DecisionRecorder:
     def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> None:
         """One record for an admin API call; anything but allowed also goes to the log."""
         result = outcome(decision)
+        _count(ctx, "admin_api", result, decision.violations)
         if result is not Outcome.ALLOWED:
             log.info(
                 f"policy {result}",
@@ -93,6 +97,7 @@ class DecisionRecorder:
         for decision in decisions:
             request = decision.request
             result = outcome(decision)
+            _count(ctx, "alter_broker_config", result, decision.violations)
             if result is not Outcome.ALLOWED:
                 log.info(
                     f"policy {result}",
@@ -107,6 +112,7 @@ class DecisionRecorder:
 
     def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> None:
         """One denied record for a request refused before SASL authentication completed."""
+        _count(ctx, "before_authentication", Outcome.DENIED, ())
         if self._sink.enabled:
             self._sink.write(
                 refusal_record(
@@ -116,6 +122,20 @@ class DecisionRecorder:
                     sasl_state=sasl_state,
                 )
             )
+
+
+def _count(
+    ctx: RequestContext, action: str, result: Outcome, violations: Sequence[Violation]
+) -> None:
+    # One count per decision, under the rule that decided it: the first that denied.
+    enforced = [v.rule for v in violations if v.mode is Mode.ENFORCE]
+    rules = enforced if result is Outcome.DENIED else [v.rule for v in violations]
+    DECISIONS.labels(
+        api=api_name(ctx.header.api_key),
+        action=action,
+        decision=result.value.replace("-", "_"),
+        rule=rules[0] if rules else "",
+    ).inc()
 
 
 def timestamp() -> str:

@@ -10,6 +10,7 @@ import structlog
 
 from policy.engine import CompiledPolicy
 from policy.loader import PolicyError, load_policy
+from proxy.metrics import POLICY_RELOADS, policy_revision
 
 log = structlog.get_logger("proxy.policy")
 
@@ -20,7 +21,7 @@ class PolicySource:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._policy: CompiledPolicy | None = None
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
 
     def current(self) -> CompiledPolicy | None:
         """The policy in force."""
@@ -33,6 +34,7 @@ class PolicySource:
         old, self._policy, self._stamp = self._policy, policy, stamp
         if old is not None:
             old.close()
+        policy_revision(policy.revision)
         log.info(
             "policy loaded",
             file=str(self.path),
@@ -46,16 +48,18 @@ class PolicySource:
         try:
             self.load()
         except (PolicyError, OSError) as exc:
+            POLICY_RELOADS.labels(result="failed").inc()
             log.error(
                 "policy reload refused; the previous policy stays in force",
                 file=str(self.path),
                 detail=str(exc),
             )
             return False
+        POLICY_RELOADS.labels(result="ok").inc()
         return True
 
     async def watch(self, interval: float = 2.0) -> None:
-        """Reload whenever the file's modification time or size changes."""
+        """Reload whenever the file's inode, modification time or size changes."""
         while True:
             await asyncio.sleep(interval)
             with contextlib.suppress(OSError):
@@ -67,6 +71,8 @@ class PolicySource:
         if self._policy is not None:
             self._policy.close()
 
-    def _file_stamp(self) -> tuple[int, int]:
+    def _file_stamp(self) -> tuple[int, int, int]:
+        # The inode too: a Kubernetes ConfigMap update swaps a symlink to a new file, whose
+        # mtime and size may equal the old one's.
         stat = self.path.stat()
-        return stat.st_mtime_ns, stat.st_size
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from codec.api_versions import supports
@@ -141,8 +141,10 @@ class RequestPipeline:
         client_address: str,
         principal: str,
         max_frame_bytes: int,
+        observe: Callable[[int, int], None] | None = None,
     ) -> None:
         self._chain = chain
+        self._observe = observe  # told each request's API key and version (metrics)
         self.connection_id = connection_id
         self.listener = listener
         self.client_address = client_address
@@ -282,6 +284,8 @@ class RequestPipeline:
             self._close("malformed request header", detail=str(exc))
             return
         key = header.api_key
+        if self._observe is not None:
+            self._observe(key, header.api_version)
         if key != API_VERSIONS and not supports(key, header.api_version):
             # A broker closes the connection on an unsupported version; so does the proxy,
             # rather than forward something it cannot check.
