@@ -306,6 +306,12 @@ class AuditConfig(_Section):
     )
     kafka: AuditKafkaConfig | None = None
 
+    @model_validator(mode="after")
+    def _closed_needs_the_topic(self) -> AuditConfig:
+        if self.on_failure == "closed" and self.kafka is None:
+            raise ValueError("on_failure: closed needs audit.kafka (the audit topic it waits for)")
+        return self
+
 
 class AdminConfig(_Section):
     """The operations HTTP listener: /metrics, /healthz, /readyz."""

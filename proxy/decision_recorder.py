@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import structlog
 
@@ -23,21 +25,58 @@ from policy.decision_log import (
 from policy.judge import Verdict
 from policy.model import Mode, Violation
 from proxy.audit import AuditLog
+from proxy.audit_kafka import AuditDeliveryError, KafkaAuditSink
 from proxy.filter import RequestContext
 from proxy.metrics import DECISIONS
 
 log = structlog.get_logger("proxy.enforcement")
+
+# Deliveries to the audit topic of the records one call wrote.
+Written = list[asyncio.Future[None]]
 
 
 class DecisionRecorder:
     """Stamps each decision with its ids (decision, policy, cluster, proxy) and writes it."""
 
     def __init__(
-        self, sink: AuditLog, *, proxy_id: str, cluster_id: Callable[[], str | None]
+        self,
+        sink: AuditLog,
+        *,
+        proxy_id: str,
+        cluster_id: Callable[[], str | None],
+        topic: KafkaAuditSink | None = None,
+        closed: bool = False,
     ) -> None:
         self._sink = sink
+        self._topic = topic
+        self._closed = closed and topic is not None
         self._proxy_id = proxy_id
         self._cluster_id = cluster_id
+
+    @property
+    def waits_for_audit(self) -> bool:
+        """Whether mutations wait until the audit topic has their records (on_failure: closed)."""
+        return self._closed
+
+    @property
+    def _enabled(self) -> bool:
+        return self._sink.enabled or self._topic is not None
+
+    def _write(self, record: Mapping[str, Any], written: Written) -> None:
+        self._sink.write(record)
+        if self._topic is not None:
+            written.append(self._topic.write(record))
+
+    async def confirmed(self, written: Written) -> str | None:
+        """With audit.on_failure: closed, wait until the audit topic has these records; the
+        reason a mutation must be refused if it has not, else None."""
+        if not self._closed or not written:
+            return None
+        try:
+            await asyncio.gather(*written)
+        except AuditDeliveryError as exc:
+            return f"the audit log cannot be written (audit.on_failure: closed): {exc}"
+        return None
 
     def _stamp(self, ctx: RequestContext, revision: str) -> Stamp:
         """A fresh decision id and the trace fields, now."""
@@ -54,8 +93,9 @@ class DecisionRecorder:
             api_version=ctx.api_version,
         )
 
-    def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> None:
+    def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> Written:
         """One record per decision made (an undecided topic has none)."""
+        written: Written = []
         for verdict in verdicts:
             decision, request = verdict.decision, verdict.request
             if decision is None:
@@ -71,11 +111,14 @@ class DecisionRecorder:
                     action=request.action.value,
                     reasons=[v.message for v in decision.violations],
                 )
-            if self._sink.enabled:
-                self._sink.write(decision_record(request, decision, self._stamp(ctx, revision)))
+            if self._enabled:
+                record = decision_record(request, decision, self._stamp(ctx, revision))
+                self._write(record, written)
+        return written
 
-    def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> None:
+    def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> Written:
         """One record for an admin API call; anything but allowed also goes to the log."""
+        written: Written = []
         result = outcome(decision)
         _count(ctx, "admin_api", result, decision.violations)
         if result is not Outcome.ALLOWED:
@@ -87,13 +130,15 @@ class DecisionRecorder:
                 action="admin_api",
                 reasons=[v.message for v in decision.violations],
             )
-        if self._sink.enabled:
-            self._sink.write(admin_record(decision, self._stamp(ctx, revision)))
+        if self._enabled:
+            self._write(admin_record(decision, self._stamp(ctx, revision)), written)
+        return written
 
     def record_broker_configs(
         self, ctx: RequestContext, revision: str, decisions: Sequence[BrokerConfigDecision]
-    ) -> None:
+    ) -> Written:
         """One record per non-topic config resource; anything but allowed also goes to the log."""
+        written: Written = []
         for decision in decisions:
             request = decision.request
             result = outcome(decision)
@@ -107,21 +152,22 @@ class DecisionRecorder:
                     action="alter_broker_config",
                     reasons=[v.message for v in decision.violations],
                 )
-            if self._sink.enabled:
-                self._sink.write(broker_config_record(decision, self._stamp(ctx, revision)))
+            if self._enabled:
+                record = broker_config_record(decision, self._stamp(ctx, revision))
+                self._write(record, written)
+        return written
 
     def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> None:
         """One denied record for a request refused before SASL authentication completed."""
         _count(ctx, "before_authentication", Outcome.DENIED, ())
-        if self._sink.enabled:
-            self._sink.write(
-                refusal_record(
-                    self._stamp(ctx, revision),
-                    client_id=ctx.client_id or "",
-                    listener=ctx.listener,
-                    sasl_state=sasl_state,
-                )
+        if self._enabled:
+            record = refusal_record(
+                self._stamp(ctx, revision),
+                client_id=ctx.client_id or "",
+                listener=ctx.listener,
+                sasl_state=sasl_state,
             )
+            self._write(record, [])  # a refusal changes nothing: never waited for
 
 
 def _count(

@@ -12,6 +12,7 @@ import structlog
 from policy.engine import CompiledPolicy
 from proxy.admin_server import AdminServer
 from proxy.audit import AuditLog
+from proxy.audit_kafka import KafkaAuditSink
 from proxy.broker_discovery import BrokerDiscovery, brokers_request
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 from proxy.config import ProxyConfig
@@ -79,8 +80,17 @@ class ProxyServer:
             audit.file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
         )
         proxy_id = audit.proxy_id or f"{socket.gethostname()}:{config.listeners.bootstrap_port}"
+        self.audit_topic = (
+            None
+            if audit.kafka is None
+            else KafkaAuditSink(config, source=f"kafka-policy-proxy/{proxy_id}")
+        )
         recorder = DecisionRecorder(
-            self.audit, proxy_id=proxy_id, cluster_id=lambda: self.discovery.cluster_id
+            self.audit,
+            proxy_id=proxy_id,
+            cluster_id=lambda: self.discovery.cluster_id,
+            topic=self.audit_topic,
+            closed=audit.on_failure == "closed",
         )
         self._chain = proxy_chain(
             listeners=self,
@@ -283,6 +293,8 @@ class ProxyServer:
         for task in self._tasks:
             task.cancel()
         await self.cluster_state.close()
+        if self.audit_topic is not None:
+            await self.audit_topic.close(timeout_s=5.0)
         await self.admin.close()
         if self.policy is not None:
             self.policy.close()

@@ -7,14 +7,14 @@ as a broker does for an API it does not serve. The broker never sees a denied re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from codec.admin_denials import denial_response
 from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
 from policy.admin_apis import AdminRequest
 from policy.engine import CompiledPolicy
 from policy.judge import judge_admin
-from proxy.decision_recorder import DecisionRecorder
+from proxy.decision_recorder import DecisionRecorder, Written
 from proxy.filter import Answer, Close, Filter, Forward, RequestContext, Verdict
 from proxy.topic_requests import policy_principal
 
@@ -30,19 +30,27 @@ class AdminApiFilter(Filter):
         self._policy = policy
         self._recorder = recorder
 
-    def on_request(self, ctx: RequestContext) -> Verdict:
+    def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
         """Judge the call by its principal and API name."""
         policy = self._policy()
         if policy is None:
             return Forward()  # no policy file: the proxy enforces nothing, and says so at start
         request = AdminRequest(API_CLASSES[ctx.api_key].name, policy_principal(ctx))
         decision = judge_admin(policy, request)
-        self._recorder.record_admin(ctx, policy.revision, decision)
-        if decision.allowed:
-            return Forward()
-        body = denial_response(
-            ctx.api_key, ctx.api_version, ctx.frame[ctx.body_offset() :], decision.message
-        )
-        if body is None:
-            return Close("admin API denied", detail=decision.message)
-        return Answer(body)
+        written = self._recorder.record_admin(ctx, policy.revision, decision)
+        if not decision.allowed:
+            return _refuse(ctx, decision.message)
+        if written and self._recorder.waits_for_audit:
+            return self._once_audited(ctx, written)
+        return Forward()
+
+    async def _once_audited(self, ctx: RequestContext, written: Written) -> Verdict:
+        unaudited = await self._recorder.confirmed(written)
+        return Forward() if unaudited is None else _refuse(ctx, unaudited)
+
+
+def _refuse(ctx: RequestContext, message: str) -> Verdict:
+    body = denial_response(ctx.api_key, ctx.api_version, ctx.frame[ctx.body_offset() :], message)
+    if body is None:
+        return Close("admin API denied", detail=message)
+    return Answer(body)

@@ -84,10 +84,12 @@ class AutoCreateGuardFilter(Filter):
         verdicts = await self._facts.judge(
             policy, [create_request(name, principal=principal) for name in missing]
         )
-        self._recorder.record(ctx, policy.revision, verdicts)
-        if all(v.decision is None or v.decision.allowed for v in verdicts):
-            return Forward(self._created(missing))
-        return _without_auto_create(ctx, request)
+        written = self._recorder.record(ctx, policy.revision, verdicts)
+        if not all(v.decision is None or v.decision.allowed for v in verdicts):
+            return _without_auto_create(ctx, request)
+        if await self._recorder.confirmed(written) is not None:
+            return _without_auto_create(ctx, request)  # audit.on_failure: closed
+        return Forward(self._created(missing))
 
     def _created(self, names: Sequence[str]) -> Callable[[bytes], bytes]:
         """The response hook: the broker may have just created these, so forget them."""

@@ -23,7 +23,7 @@ from codec.guarded.configs import BROKER_RESOURCE
 from codec.registry import encode
 from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
-from proxy.decision_recorder import DecisionRecorder
+from proxy.decision_recorder import DecisionRecorder, Written
 from proxy.filter import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
 from proxy.framing import framed
 from proxy.live_facts import LiveFacts
@@ -71,13 +71,16 @@ class TopicPolicyFilter(Filter):
             )
         principal = policy_principal(ctx)
         denied: dict[int, str | Denial] = {i.index: NAME_AND_ID for i in items if _name_and_id(i)}
+        written: Written = []
         if resources:
-            denied.update(await self._judge_resources(ctx, policy, resources, validate_only))
+            denied.update(
+                await self._judge_resources(ctx, policy, resources, validate_only, written)
+            )
         judged = [item for item in items if item.index not in denied]
         verdicts = await self._facts.judge(
             policy, [topic_request(item, principal, validate_only) for item in judged]
         )
-        self._recorder.record(ctx, policy.revision, verdicts)
+        written += self._recorder.record(ctx, policy.revision, verdicts)
         for item, verdict in zip(judged, verdicts, strict=True):
             if verdict.decision is None:
                 # Never forwarded: the broker might know an id the proxy cannot judge.
@@ -87,6 +90,14 @@ class TopicPolicyFilter(Filter):
             elif not verdict.decision.allowed:
                 name = verdict.request.name or None
                 denied[item.index] = Denial(verdict.decision.message, name=name)
+        unaudited = None if validate_only else await self._recorder.confirmed(written)
+        if unaudited is not None:
+            # audit.on_failure: closed: nothing changes that the audit topic has not recorded.
+            log.warning("mutation refused: audit log unavailable", conn=ctx.connection_id)
+            for item in items:
+                denied.setdefault(item.index, unaudited)
+            for resource in resources:
+                denied.setdefault(resource.index, unaudited)
         plan = api.split(request, denied, self._legacy_error_code)
         names = [
             verdict.request.name
@@ -111,6 +122,7 @@ class TopicPolicyFilter(Filter):
         policy: CompiledPolicy,
         resources: Sequence[ConfigResourceItem],
         validate_only: bool,
+        written: Written,
     ) -> dict[int, str | Denial]:
         """Judge the config resources that are not topics: brokers, loggers, groups..."""
         principal = policy_principal(ctx)
@@ -125,7 +137,7 @@ class TopicPolicyFilter(Filter):
             else:
                 judged.append((item.index, request))
         decisions = await self._facts.judge_broker_configs(policy, [r for _, r in judged])
-        self._recorder.record_broker_configs(ctx, policy.revision, decisions)
+        written += self._recorder.record_broker_configs(ctx, policy.revision, decisions)
         for (index, _), decision in zip(judged, decisions, strict=True):
             if not decision.allowed:
                 denied[index] = decision.message

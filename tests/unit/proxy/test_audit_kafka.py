@@ -1,0 +1,80 @@
+"""The audit topic's producer settings follow the proxy's own security; closed needs a topic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from proxy.audit_kafka import envelope, producer_settings
+from proxy.config import ConfigError, build_config
+
+
+def config(**sections: Any) -> Any:
+    return build_config(
+        {"upstream": {"bootstrap_servers": ["b1:9093", "b2:9093"]}, **sections}, None
+    )
+
+
+def test_plaintext_by_default_and_bounded() -> None:
+    settings = producer_settings(config(audit={"kafka": {"buffer_events": 500}}))
+    assert settings["bootstrap.servers"] == "b1:9093,b2:9093"
+    assert settings["security.protocol"] == "PLAINTEXT"
+    assert settings["queue.buffering.max.messages"] == 500
+    assert settings["message.timeout.ms"] == 10000
+    assert settings["acks"] == "all"
+
+
+def test_sasl_ssl_with_mtls_and_its_own_servers() -> None:
+    settings = producer_settings(
+        config(
+            upstream={
+                "bootstrap_servers": ["b1:9093"],
+                "tls": {
+                    "ca_file": "/ca.pem",
+                    "cert_file": "/c.pem",
+                    "key_file": "/c.key",
+                    "key_password": "kp",
+                    "check_hostname": False,
+                },
+            },
+            cluster_state={
+                "sasl": {"mechanism": "SCRAM-SHA-512", "username": "u", "password": "p"}
+            },
+            audit={"kafka": {"bootstrap_servers": "audit:9093"}},
+        )
+    )
+    assert settings["bootstrap.servers"] == "audit:9093"
+    assert settings["security.protocol"] == "SASL_SSL"
+    assert settings["ssl.ca.location"] == "/ca.pem"
+    assert settings["ssl.certificate.location"] == "/c.pem"
+    assert settings["ssl.key.password"] == "kp"
+    assert settings["ssl.endpoint.identification.algorithm"] == "none"
+    assert (settings["sasl.mechanisms"], settings["sasl.password"]) == ("SCRAM-SHA-512", "p")
+
+
+def test_closed_needs_the_audit_topic() -> None:
+    with pytest.raises(
+        ConfigError, match=r"audit: Value error, on_failure: closed needs audit\.kafka"
+    ):
+        config(audit={"on_failure": "closed"})
+
+
+def test_envelope_wraps_the_record() -> None:
+    record = {
+        "decision_id": "d1",
+        "time": "2026-11-24T00:00:00Z",
+        "topic": "t",
+        "decision": "denied",
+    }
+    event = envelope(record, "kafka-policy-proxy/p1")
+    assert event == {
+        "specversion": "1.0",
+        "id": "d1",
+        "source": "kafka-policy-proxy/p1",
+        "type": "io.github.kafka-policy-proxy.decision",
+        "time": "2026-11-24T00:00:00Z",
+        "subject": "t",
+        "datacontenttype": "application/json",
+        "data": record,
+    }
