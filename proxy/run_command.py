@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from policy.loader import PolicyError
 from proxy.config import ConfigError, load_config
 from proxy.logs import configure_logging
 from proxy.server import ProxyServer
+from proxy.workers import Supervisor, report_readiness, worker_number
 
 log = structlog.get_logger("proxy")
 
@@ -26,10 +28,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run the proxy. Every config value can also be set from the environment: "
         "KPP_<SECTION>__<KEY>, e.g. KPP_UPSTREAM__BOOTSTRAP_SERVERS=host1:9092,host2:9092. "
         "SIGHUP reloads the policy file; SIGTERM or SIGINT stops accepting, lets responses in "
-        "flight finish (shutdown_timeout_s) and exits. Exit code 2: bad config or policy. "
+        "flight finish (shutdown_timeout_s) and exits. With --workers N, a supervisor runs N "
+        "worker processes sharing the ports (SO_REUSEPORT), passes signals on, restarts a "
+        "worker that dies and serves the admin listener for all. Exit code 2: bad config or "
+        "policy. "
         "`config show` prints the config this would use.",
     )
     run.add_argument("--config", type=Path, help="YAML config file (optional if env sets all)")
+    run.add_argument(
+        "--workers",
+        type=_workers,
+        help="processes sharing the listeners (an int, or auto = one per core); overrides the "
+        "config's `workers`",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -41,6 +52,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.logging.level, config.logging.format)
+    number = worker_number()
+    workers = args.workers or config.workers
+    if number is None and workers > 1:
+        argv = ["run", *(["--config", str(args.config)] if args.config else [])]
+        return asyncio.run(Supervisor(config, workers, argv).run())
     try:
         import uvloop
     except ImportError:
@@ -48,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         runner = uvloop.run
     try:
-        return runner(_serve(ProxyServer(config)))
+        return runner(_serve(ProxyServer(config, worker=number)))
     except (ConfigError, PolicyError) as exc:
         print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
         return 2
@@ -64,8 +80,24 @@ async def _serve(server: ProxyServer) -> int:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, server.reload_policy)
     await server.start()
+    # Under --workers, the supervisor's /readyz reads what each worker reports.
+    reporting = (
+        None
+        if worker_number() is None
+        else asyncio.ensure_future(report_readiness(server.readiness))
+    )
     log.info("proxy ready", bootstrap_servers=server.bootstrap_address)
     await stop.wait()
     log.info("shutting down")
     await server.shutdown()
+    if reporting is not None:
+        reporting.cancel()
     return 0
+
+
+def _workers(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: an integer of at least 1, or auto")
+    return int(text)

@@ -33,8 +33,10 @@ log = structlog.get_logger("proxy.server")
 class ProxyServer:
     """Owns the listening sockets, the broker map and every client connection."""
 
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(self, config: ProxyConfig, worker: int | None = None) -> None:
+        """`worker`: this process's number under `--workers N` (it shares the listeners)."""
         self._config = config
+        self._worker = worker
         self._brokers: dict[int, tuple[str, int]] = {}
         self._servers: dict[str, asyncio.Server] = {}
         self._binding: dict[int, asyncio.Task[None]] = {}
@@ -76,10 +78,18 @@ class ProxyServer:
             discovery=self.discovery,
         )
         audit = config.audit
-        self.audit = AuditLog(
-            audit.file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
-        )
+        audit_file = audit.file
         proxy_id = audit.proxy_id or f"{socket.gethostname()}:{config.listeners.bootstrap_port}"
+        if worker is not None:
+            # One file per worker: a rotating file cannot be shared between processes.
+            if audit_file is not None:
+                audit_file = audit_file.with_name(
+                    f"{audit_file.stem}.worker-{worker}{audit_file.suffix}"
+                )
+            proxy_id += f"/worker-{worker}"
+        self.audit = AuditLog(
+            audit_file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
+        )
         self.audit_topic = (
             None
             if audit.kafka is None
@@ -131,7 +141,8 @@ class ProxyServer:
         self._tasks.add(asyncio.ensure_future(self._watch_budget()))
         admin = self._config.admin
         if admin.port is not None:
-            await self.admin.start(admin.bind_host, admin.port)
+            if self._worker is None:  # under --workers, the supervisor serves it
+                await self.admin.start(admin.bind_host, admin.port)
             self._tasks.add(asyncio.ensure_future(self._probe_cluster()))
         self._servers["bootstrap"] = await self._listen(
             "bootstrap", self._bootstrap_target, self._config.listeners.bootstrap_port
@@ -193,8 +204,13 @@ class ProxyServer:
                 upstream_tls=self._upstream_tls,
             )
 
+        # Workers share each port (SO_REUSEPORT); the kernel spreads new connections over them.
         server = await loop.create_server(
-            factory, self._config.listeners.bind_host, port, ssl=self._ssl
+            factory,
+            self._config.listeners.bind_host,
+            port,
+            ssl=self._ssl,
+            reuse_port=self._worker is not None,
         )
         advertised = f"{self._config.listeners.advertised_host}:{port}"
         log.info("listening", listener=name, port=port, advertised=advertised)
