@@ -31,11 +31,17 @@ RUN mkdir -p /etc/kafka-policy-proxy \
         '  bootstrap_servers: ["kafka-1:9092"]' \
         'policy:' \
         '  file: /etc/kafka-policy-proxy/policy.yaml' \
+        'admin:' \
+        '  bind_host: 0.0.0.0' \
+        '  port: 9191' \
         > /etc/kafka-policy-proxy/proxy.yaml \
     && useradd --system --no-create-home --uid 10001 kpp
 
 USER kpp
 WORKDIR /
-# 9192 is the bootstrap listener; node id N is served on 9200 + N.
-EXPOSE 9192 9201 9202 9203
+# 9192 is the bootstrap listener; node id N is served on 9200 + N; 9191 serves /metrics,
+# /healthz and /readyz.
+EXPOSE 9191 9192 9201 9202 9203
+HEALTHCHECK --interval=15s --timeout=5s --start-period=20s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9191/healthz', timeout=4)"]
 ENTRYPOINT ["kafka-policy-proxy", "run", "--config", "/etc/kafka-policy-proxy/proxy.yaml"]

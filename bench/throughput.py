@@ -4,11 +4,15 @@ Throughput comes from Kafka's own kafka-producer-perf-test and kafka-consumer-pe
 same jars as the cluster); latency from single librdkafka produce round trips.
 
 Usage: python bench/throughput.py [--records N] [--repeats R] [--latency-samples S]
-                                 [--baseline TREE]
+                                 [--baseline TREE] [--mode plain|tls|workers]
 Starts its own cluster (scripts/local_kafka.py) and proxy on ports 23092+ and 23400+.
 `--baseline TREE` also runs the proxy from another checkout (e.g. the previous commit, from
 `git worktree add`) on ports 23600+, in the same rotation, so a change is measured against
 what it replaces in one run.
+`--mode tls`: clients speak TLS, direct to the brokers' SSL listener and to the proxy's TLS
+listener, which re-originates TLS to the same SSL listener.
+`--mode workers`: the proxy with one worker and with two (`--workers 2`, ports 23800+).
+CPU per GB counts the proxy's processes (a supervisor and its workers).
 """
 
 from __future__ import annotations
@@ -32,26 +36,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.integration.support import ProxyProcess, load_launcher
 
 BASELINE_PORT = 23600
+WORKERS_PORT = 23800
 
 RECORD = b"x" * 1024
 QUIET = {"log_level": 3}
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
-    """A fresh topic for one measurement."""
+def create_topic(bootstrap: str, partitions: int, client: dict[str, Any] | None = None) -> str:
+    """A fresh topic for one measurement, created with the client's settings (TLS)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, **(client or {}).get("librdkafka", {}), **QUIET}
+    )
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(30)
     time.sleep(1)
     return name
 
 
-def perf_produce(kafka: Any, bootstrap: str, topic: str, records: int) -> float:
+def perf_produce(
+    kafka: Any, bootstrap: str, topic: str, records: int, config: Path | None = None
+) -> float:
     """kafka-producer-perf-test: records/s for 1 KiB records as fast as the producer can."""
     out = _tool(
         kafka,
         "kafka-producer-perf-test",
+        *(["--producer.config", str(config)] if config else []),
         "--topic",
         topic,
         "--num-records",
@@ -70,11 +80,14 @@ def perf_produce(kafka: Any, bootstrap: str, topic: str, records: int) -> float:
     return float(out.strip().splitlines()[-1].split(",")[1].split()[0])
 
 
-def perf_consume(kafka: Any, bootstrap: str, topic: str, records: int) -> float:
+def perf_consume(
+    kafka: Any, bootstrap: str, topic: str, records: int, config: Path | None = None
+) -> float:
     """kafka-consumer-perf-test: fetch records/s (group join time excluded)."""
     out = _tool(
         kafka,
         "kafka-consumer-perf-test",
+        *(["--consumer.config", str(config)] if config else []),
         "--bootstrap-server",
         bootstrap,
         "--topic",
@@ -94,9 +107,12 @@ def _tool(kafka: Any, name: str, *args: str) -> str:
     return result.stdout
 
 
-def produce_latency(bootstrap: str, topic: str, samples: int) -> list[float]:
+def produce_latency(
+    bootstrap: str, topic: str, samples: int, client: dict[str, Any] | None = None
+) -> list[float]:
     """Milliseconds from produce() to acknowledgement, one record in flight at a time."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all", **QUIET})
+    settings = {"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all", **QUIET}
+    producer = Producer({**settings, **(client or {})})
     producer.produce(topic, RECORD)
     producer.flush(30)
     latencies = []
@@ -109,9 +125,44 @@ def produce_latency(bootstrap: str, topic: str, samples: int) -> list[float]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds a process has used so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User plus system CPU seconds a process and its live children have used so far."""
+    children = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    total = 0.0
+    for one in [pid, *map(int, children)]:
+        fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def tls_setup(work: Path, kafka: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The proxy's TLS sections, and per target: a client properties file and librdkafka
+    settings (direct clients trust the cluster's CA, proxy clients the listener's)."""
+    ca = load_launcher().throwaway_ca().ThrowawayCa(work / "listener-ca", "listener-ca")
+    listener = ca.issue("listener", server=True)
+    clients = {}
+    for target, trusted in (("direct", kafka.tls_files.ca), ("proxy", ca.cert)):
+        props = work / f"{target}-client.properties"
+        props.write_text(
+            f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={trusted}\n"
+        )
+        librdkafka = {"security.protocol": "SSL", "ssl.ca.location": str(trusted)}
+        clients[target] = {"properties": props, "librdkafka": librdkafka}
+    extra = {
+        "upstream": {
+            "bootstrap_servers": kafka.ssl_bootstrap_servers.split(","),
+            "tls": {"ca_file": str(kafka.tls_files.ca)},
+        },
+        "listeners": {
+            "bind_host": "127.0.0.1",
+            "advertised_host": "127.0.0.1",
+            "bootstrap_port": 23400,
+            "broker_port_base": 23500,
+            "tls": {"cert_file": str(listener.cert), "key_file": str(listener.key)},
+        },
+    }
+    return extra, clients
 
 
 def baseline_proxy(
@@ -142,37 +193,57 @@ def main() -> None:
     parser.add_argument("--latency-samples", type=int, default=2000)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
+    parser.add_argument("--mode", choices=("plain", "tls", "workers"), default="plain")
     args = parser.parse_args()
 
     launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
     kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=23092)
     kafka.up(timeout=180)
-    proxies = {"proxy": ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500)}
+    clients: dict[str, dict[str, Any]] = {}
+    direct = kafka.bootstrap_servers
+    if args.mode == "tls":
+        extra, tls_clients = tls_setup(work, kafka)
+        direct = kafka.ssl_bootstrap_servers
+        proxies = {"proxy": ProxyProcess(work, "", 23400, 23500, extra)}
+        clients = {"direct": tls_clients["direct"], "proxy": tls_clients["proxy"]}
+    else:
+        proxies = {"proxy": ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500)}
+    if args.mode == "workers":
+        two = work / "two-workers"
+        two.mkdir()
+        proxies["proxy-2-workers"] = ProxyProcess(
+            two, kafka.bootstrap_servers, WORKERS_PORT, WORKERS_PORT + 100, {"workers": 2}
+        )
     if args.baseline is not None:
         proxies["baseline"] = baseline_proxy(work, kafka.bootstrap_servers, args.baseline)
-    targets = {"direct": kafka.bootstrap_servers, **{n: p.bootstrap for n, p in proxies.items()}}
+    targets = {"direct": direct, **{n: p.bootstrap for n, p in proxies.items()}}
     results: dict[str, dict[str, list[float]]] = {
         t: {"produce_rps": [], "consume_rps": [], "latency_ms": [], "cpu_s_per_gb": []}
         for t in targets
     }
     try:
-        for bootstrap in targets.values():  # warm-up: JIT, connections, page cache
-            topic = create_topic(bootstrap, args.partitions)
-            perf_produce(kafka, bootstrap, topic, args.records // 5)
+        for target, bootstrap in targets.items():  # warm-up: JIT, connections, page cache
+            client = clients.get(target, {})
+            topic = create_topic(bootstrap, args.partitions, client)
+            perf_produce(kafka, bootstrap, topic, args.records // 5, client.get("properties"))
         for repeat in range(args.repeats):
             for target, bootstrap in targets.items():
-                topic = create_topic(bootstrap, args.partitions)
+                client = clients.get(target, {})
+                config = client.get("properties")
+                topic = create_topic(bootstrap, args.partitions, client)
                 r = results[target]
                 pid = proxies[target].process.pid if target in proxies else None
                 before = 0.0 if pid is None else cpu_seconds(pid)
-                r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records))
-                r["consume_rps"].append(perf_consume(kafka, bootstrap, topic, args.records))
+                r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records, config))
+                r["consume_rps"].append(perf_consume(kafka, bootstrap, topic, args.records, config))
                 if pid is not None:
                     moved_gb = 2 * args.records * len(RECORD) / 1e9  # produced, then consumed
                     r["cpu_s_per_gb"].append((cpu_seconds(pid) - before) / moved_gb)
-                lat_topic = create_topic(bootstrap, 1)
-                r["latency_ms"] += produce_latency(bootstrap, lat_topic, args.latency_samples)
+                lat_topic = create_topic(bootstrap, 1, client)
+                r["latency_ms"] += produce_latency(
+                    bootstrap, lat_topic, args.latency_samples, client.get("librdkafka")
+                )
                 print(
                     f"repeat {repeat + 1} {target}: produce {r['produce_rps'][-1]:,.0f}/s "
                     f"consume {r['consume_rps'][-1]:,.0f}/s",

@@ -1,13 +1,19 @@
 """A throwaway CA and the certificates a local TLS cluster needs, as PEM files.
 
-The broker certificate names only the IP address 127.0.0.1, so a client that dials
+By default a server certificate names only the IP address 127.0.0.1, so a client that dials
 `localhost` sees a hostname mismatch, as it would with a wrongly named production broker.
+
+As a command (docker-compose.tls.yml runs it): `python throwaway_ca.py DIR [--dns NAME ...]`
+writes ca.pem, a broker certificate for the names with its Kafka PEM keystore, and a client
+certificate `proxy` for mTLS, into DIR.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,9 +99,10 @@ class ThrowawayCa:
         server: bool,
         expired: bool = False,
         key_password: str | None = None,
+        dns: Sequence[str] = (),
     ) -> Issued:
         """Issue `<name>.pem` and `<name>.key`: a server certificate for 127.0.0.1, or a client
-        certificate with subject CN=<name>."""
+        certificate with subject CN=<name>; `dns` adds host names to a server certificate."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         start, end = (now - 30 * _DAY, now - _DAY) if expired else (now - _DAY, now + 365 * _DAY)
@@ -112,7 +119,9 @@ class ThrowawayCa:
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
         if server:
-            san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST_IP))])
+            names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(HOST_IP))]
+            names += [x509.DNSName(name) for name in dns]
+            san = x509.SubjectAlternativeName(names)
             builder = builder.add_extension(san, critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         issued = Issued(self.directory / f"{name}.pem", self.directory / f"{name}.key")
@@ -129,3 +138,20 @@ class ThrowawayCa:
         )
         path.chmod(0o600)
         return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Write a CA, a broker certificate (with keystore) and a client certificate into DIR."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--dns", action="append", default=[], help="a broker host name")
+    args = parser.parse_args(argv)
+    ca = ThrowawayCa(args.directory)
+    ca.keystore(ca.issue("broker", server=True, dns=args.dns))
+    ca.issue("proxy", server=False)
+    for path in args.directory.iterdir():
+        path.chmod(0o644)  # read by the brokers' and the proxy's own users (throwaway keys)
+
+
+if __name__ == "__main__":
+    main()
