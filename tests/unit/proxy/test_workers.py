@@ -1,0 +1,75 @@
+"""The supervisor's /readyz reads what each worker reports; `--workers` parses as documented."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.config import build_config
+from proxy.run_command import _workers
+from proxy.workers import METRICS_ENV, Supervisor
+
+
+@dataclass
+class FakeProcess:
+    pid: int
+    returncode: int | None = None
+
+
+def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Supervisor:
+    monkeypatch.setenv(METRICS_ENV, str(tmp_path))
+    config = build_config({"upstream": {"bootstrap_servers": ["b:9092"]}}, None)
+    return Supervisor(config, 3, ["run"])
+
+
+def report(tmp_path: Path, pid: int, reasons: list[str], age: float = 0.0) -> None:
+    text = json.dumps({"reasons": reasons, "time": time.time() - age})
+    (tmp_path / f"readiness-{pid}.json").write_text(text)
+
+
+def test_ready_only_when_every_worker_reports_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup = supervisor(tmp_path, monkeypatch)
+    workers: dict[int, Any] = {1: FakeProcess(101), 2: FakeProcess(102), 3: FakeProcess(103)}
+    sup._workers = workers
+    for pid in (101, 102, 103):
+        report(tmp_path, pid, [])
+    assert sup.readiness() == []
+    report(tmp_path, 102, ["the policy x is not loaded"])
+    report(tmp_path, 103, [], age=30)
+    workers[1].returncode = -9
+    assert sup.readiness() == [
+        "worker 1: not running",
+        "worker 2: the policy x is not loaded",
+        "worker 3: no report for 30s",
+    ]
+    (tmp_path / "readiness-103.json").unlink()
+    assert "worker 3: no readiness report yet" in sup.readiness()
+
+
+def test_workers_argument() -> None:
+    assert _workers("3") == 3
+    assert _workers("auto") == (os.cpu_count() or 1)
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(argparse.ArgumentTypeError, match="an integer of at least 1, or auto"):
+            _workers(bad)
+
+
+def test_workers_config_key() -> None:
+    def workers(value: Any) -> int:
+        return build_config(
+            {"upstream": {"bootstrap_servers": ["b:9092"]}, "workers": value}, None
+        ).workers
+
+    assert workers(2) == 2
+    assert workers("auto") == (os.cpu_count() or 1)
+    with pytest.raises(Exception, match="workers"):
+        workers(0)
