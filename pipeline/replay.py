@@ -441,11 +441,12 @@ def run_replay(
     """Replay the audit logs with the candidate policy; write the outputs and return the summary."""
     policy_text = Path(policy_file).read_text(encoding="utf-8")
     compiled(policy_text, policy_file)  # PolicyError, naming the file, before any Spark work
+    at = str(Path(policy_file).resolve())  # workers read Java policy jars beside it
     cluster_id, cluster = _snapshot_cluster(spark, snapshots)
     base = out.rstrip("/")
     outputs = {name: f"{base}/{name}" for name in TABLES}
     shipped = None if cluster is None else cluster_json(cluster)
-    lines = replay_lines(spark, policy_text, policy_file, audit, shipped)
+    lines = replay_lines(spark, policy_text, at, audit, shipped)
     # The one pass that evaluates: the decisions, with the counts observed on the way.
     observation = Observation()
     observed = lines.observe(observation, *_counts())

@@ -286,7 +286,10 @@ def run_scan(
             .select("cluster_id", "line")
             # A snapshot file is one input split: spread its topics over the executors.
             .repartition(spark.sparkContext.defaultParallelism)
-            .mapInPandas(_evaluator(policy_text, policy_file, principal, shipped), EVALUATED)
+            .mapInPandas(
+                _evaluator(policy_text, str(Path(policy_file).resolve()), principal, shipped),
+                EVALUATED,
+            )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         results = _write_tables(

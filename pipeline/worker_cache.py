@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+from pathlib import Path
 
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
@@ -26,11 +27,15 @@ def _key(text: str) -> str:
 
 
 def compiled(policy_text: str, name: str = "<policy>") -> CompiledPolicy:
-    """The policy compiled from its YAML text once per process; PolicyError if it is invalid."""
+    """The policy compiled from its YAML text once per process; PolicyError if it is invalid.
+
+    `name` is the policy file's path; Java policy jars are read relative to its folder.
+    """
     key = (_key(policy_text), name)
     policy = _POLICIES.get(key)
     if policy is None:
-        policy = load_policy(policy_text, name)
+        base_dir = None if name.startswith("<") else Path(name).parent
+        policy = load_policy(policy_text, name, base_dir=base_dir)
         if len(_POLICIES) >= _CACHE_SIZE:
             _POLICIES.pop(next(iter(_POLICIES))).close()
         _POLICIES[key] = policy

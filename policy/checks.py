@@ -51,6 +51,13 @@ ACTION_KEYS: dict[ActionName, frozenset[ActionKey]] = {
 }
 
 
+class Verbatim(str):
+    """A check's message reported as is, without the `[rule]` prefix: a broker policy's own
+    message, which clients must see exactly as the broker would send it."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     """One compiled check, the action kinds it applies to, and the cluster facts it reads."""

@@ -7,11 +7,13 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, compile_rule
+from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, Verbatim, compile_rule
 from policy.cluster import ClusterState, is_internal
 from policy.decision_log import policy_revision
+from policy.java_policy import JavaPolicy, JavaPolicyError, jar_digest, java_checks
 from policy.model import Action, Decision, Fact, Mode, Principal, TopicRequest, Violation
 from policy.plugins import (
     PluginLoadError,
@@ -137,21 +139,53 @@ class CompiledPolicy:
     """
 
     def __init__(
-        self, document: PolicyDocument, *, load_plugins: bool = True, revision: str | None = None
+        self,
+        document: PolicyDocument,
+        *,
+        load_plugins: bool = True,
+        revision: str | None = None,
+        base_dir: Path | None = None,
     ) -> None:
         self.document = document
-        # The policy_revision every decision record carries: the file's content hash.
-        self.revision = revision or policy_revision(document.model_dump_json())
+        # The policy_revision every decision record carries: the file's content hash, and the
+        # bytes of any Java policy jar (a new jar is a new policy).
+        self._text_revision = revision or policy_revision(document.model_dump_json())
+        jars = [jar_digest(r.java_policy, base_dir) for r in document.rules if r.java_policy]
+        self.revision = (
+            policy_revision("\n".join([self._text_revision, *jars]))
+            if jars
+            else self._text_revision
+        )
         self.dry_run = document.dry_run
         self._load_plugins = load_plugins
+        self._base_dir = base_dir
+        self._java: list[JavaPolicy] = []
+        try:
+            self._compile(document, load_plugins, base_dir)
+        except BaseException:
+            self._close_java()
+            raise
+
+    def _compile(self, document: PolicyDocument, load_plugins: bool, base_dir: Path | None) -> None:
         plans: dict[ActionKey, list[_Entry]] = {key: [] for key in ALL_KEYS}
-        for rule in document.rules:
+        for index, rule in enumerate(document.rules):
             mode = Mode.AUDIT if document.dry_run else rule.mode
             selector = CompiledSelector.build(rule.match)
             wanted = _keys(rule.match)
-            checks: list[Check] = (
-                compile_streams(rule.streams) if rule.streams is not None else compile_rule(rule)
-            )
+            checks: list[Check]
+            if rule.streams is not None:
+                checks = compile_streams(rule.streams)
+            elif rule.java_policy is not None:
+                if not load_plugins:
+                    continue
+                try:
+                    checks, java = java_checks(rule, base_dir)
+                except JavaPolicyError as exc:
+                    path: tuple[str | int, ...] = ("rules", index, *exc.key.split("."))
+                    raise PluginLoadError(str(exc), index, path) from exc
+                self._java.append(java)
+            else:
+                checks = compile_rule(rule)
             for key in ALL_KEYS:
                 if key not in wanted:
                     continue
@@ -194,12 +228,16 @@ class CompiledPolicy:
         return {
             "document": self.document,
             "load_plugins": self._load_plugins,
-            "revision": self.revision,
+            "revision": self._text_revision,
+            "base_dir": self._base_dir,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]
-            state["document"], load_plugins=state["load_plugins"], revision=state["revision"]
+            state["document"],
+            load_plugins=state["load_plugins"],
+            revision=state["revision"],
+            base_dir=state.get("base_dir"),
         )
 
     @property
@@ -276,7 +314,9 @@ class CompiledPolicy:
             for fn in fns:
                 message = fn(request, cluster)
                 if message is not None:
-                    violations.append(Violation(rule, f"[{rule}] {message}", mode))
+                    if type(message) is not Verbatim:
+                        message = f"[{rule}] {message}"
+                    violations.append(Violation(rule, str(message), mode))
         if self._plugins:
             self._run_plugins(request, cluster, name, internal, violations)
         allowed = not violations or all(v.mode is Mode.AUDIT for v in violations)
@@ -315,7 +355,7 @@ class CompiledPolicy:
                 violations.append(Violation(spec.name, message, spec.mode))
 
     def close(self) -> None:
-        """Close every plugin; errors are logged, and every plugin gets its close call."""
+        """Close every plugin and Java policy; errors are logged, and each gets its call."""
         for spec in self._plugins:
             if spec.plugin is None:
                 continue
@@ -323,6 +363,12 @@ class CompiledPolicy:
                 spec.plugin.close()
             except Exception:
                 logger.exception("policy plugin %r failed to close", spec.name)
+        self._close_java()
+
+    def _close_java(self) -> None:
+        for java in self._java:
+            java.close()
+        self._java.clear()
 
 
 def _is_internal(request: TopicRequest, name: str | None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path as FilePath
 from typing import Any
 
 import yaml
@@ -84,16 +85,26 @@ def parse_document(source: str | Mapping[str, Any], name: str = "<policy>") -> P
 
 
 def load_policy(
-    source: str | Mapping[str, Any], name: str = "<policy>", *, load_plugins: bool = True
+    source: str | Mapping[str, Any],
+    name: str = "<policy>",
+    *,
+    load_plugins: bool = True,
+    base_dir: FilePath | None = None,
 ) -> CompiledPolicy:
-    """Validate and compile a policy; plugins are imported and started unless told not to."""
+    """Validate and compile a policy; plugins and Java policies are loaded unless told not to.
+
+    `base_dir` is the policy file's folder, where relative java_policy jar paths are read.
+    """
     document = parse_document(source, name)
     try:
         revision = policy_revision(source) if isinstance(source, str) else None
-        return CompiledPolicy(document, load_plugins=load_plugins, revision=revision)
+        return CompiledPolicy(
+            document, load_plugins=load_plugins, revision=revision, base_dir=base_dir
+        )
     except PluginLoadError as exc:
         index = exc.index if exc.index is not None else 0
-        raise PolicyError(name, [Problem(("plugins", index, "class"), str(exc))]) from None
+        where = exc.path or ("plugins", index, "class")
+        raise PolicyError(name, [Problem(where, str(exc))]) from None
 
 
 def policy_json_schema() -> dict[str, Any]:
@@ -212,17 +223,16 @@ def _enforcement_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
 
 def _rule_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:
     given = [f for f in _CONSTRAINT_FIELDS if f in rule.model_fields_set and getattr(rule, f)]
-    if rule.streams is not None:
-        if given:
-            return [
-                (
-                    (*at, "streams"),
-                    f"a streams rule takes no other constraints ({', '.join(given)})",
-                )
-            ]
-        return []
+    for kind in ("streams", "java_policy"):
+        if getattr(rule, kind) is None:
+            continue
+        others = given + [k for k in ("streams",) if k != kind and rule.streams is not None]
+        if others:
+            what = "a streams rule" if kind == "streams" else "a java_policy rule"
+            return [((*at, kind), f"{what} takes no other constraints ({', '.join(others)})")]
+        return _java_problems(at, rule) if kind == "java_policy" else []
     if not given:
-        return [(at, "the rule has no constraints (and is not a streams rule)")]
+        return [(at, "the rule has no constraints (and is not a streams or java_policy rule)")]
     problems: list[tuple[Path, str]] = []
     for key, constraint in rule.configs.items():
         where: Path = (*at, "configs", key)
@@ -252,3 +262,20 @@ def _rule_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:
                 ((*where, "max"), f"max ({constraint.max}) is less than min ({constraint.min})")
             )
     return problems
+
+
+def _java_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:
+    """A Java policy is only ever called for creates and config changes, as on the broker."""
+    actions = rule.match.actions
+    if actions is None:
+        return []
+    usable = {"create", "alter", "alter:configs"}
+    if not usable & set(actions):
+        return [
+            (
+                (*at, "match", "actions"),
+                "a java_policy rule is called for create and alter:configs only; "
+                f"{', '.join(actions)} would never reach it",
+            )
+        ]
+    return []

@@ -17,12 +17,16 @@ class PolicyViolation(Exception):
 class PluginLoadError(Exception):
     """A plugin's dotted path did not name a PolicyPlugin subclass, or its constructor failed.
 
-    `index` is the plugin's position in the policy's `plugins` list, when known.
+    `index` is the plugin's position in the policy's `plugins` list, when known; `path` the
+    policy key to name instead, for a rule that loads code (a java_policy).
     """
 
-    def __init__(self, message: str, index: int | None = None) -> None:
+    def __init__(
+        self, message: str, index: int | None = None, path: tuple[str | int, ...] | None = None
+    ) -> None:
         super().__init__(message)
         self.index = index
+        self.path = path
 
 
 class PolicyPlugin:

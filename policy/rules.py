@@ -148,8 +148,36 @@ class StreamsSpec(_Strict):
     )
 
 
+JavaInterface = Literal["create", "alter_config"]
+JavaConfigValue = str | int | float | bool
+
+
+class JavaPolicySpec(_Strict):
+    """A broker policy class (CreateTopicPolicy, AlterConfigPolicy) run by the proxy's JVM."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    jar: str = Field(
+        description="the policy's jar; a relative path is read from the policy's folder"
+    )
+    class_: str = Field(alias="class", pattern=r"^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$")
+    classpath: list[str] = Field(
+        default_factory=list,
+        description="more jars, such as the broker's kafka-clients jar; `*` globs allowed",
+    )
+    config: dict[str, JavaConfigValue] = Field(
+        default_factory=dict,
+        description="what configure() receives, as the broker passes its server.properties",
+    )
+    applies_to: list[JavaInterface] = Field(
+        default_factory=lambda: list[JavaInterface](("create", "alter_config")),
+        min_length=1,
+        description="create: called as a CreateTopicPolicy; alter_config: as an AlterConfigPolicy",
+    )
+
+
 class Rule(_Strict):
-    """A named rule: a selector and constraints, or the Streams rule kind."""
+    """A named rule: a selector and constraints, the Streams rule kind, or a Java policy."""
 
     name: str = Field(pattern=RULE_NAME)
     description: str = ""
@@ -168,6 +196,7 @@ class Rule(_Strict):
         default=False, description="deny a new name that equals an existing one up to '.'/'_'"
     )
     streams: StreamsSpec | None = None
+    java_policy: JavaPolicySpec | None = None
 
     _regex = field_validator("name_pattern")(_check_regex)
 

@@ -93,7 +93,12 @@ def _read(path: Path) -> str:
 
 
 def _load(args: argparse.Namespace) -> CompiledPolicy:
-    return load_policy(_read(args.file), str(args.file), load_plugins=not args.no_plugins)
+    return load_policy(
+        _read(args.file),
+        str(args.file),
+        load_plugins=not args.no_plugins,
+        base_dir=Path(args.file).parent,
+    )
 
 
 def _guard(

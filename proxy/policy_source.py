@@ -30,7 +30,7 @@ class PolicySource:
     def load(self) -> CompiledPolicy:
         """Load the file now; raises PolicyError or OSError (used at start, to refuse to run)."""
         stamp = self._file_stamp()
-        policy = load_policy(self.path.read_text(), str(self.path))
+        policy = load_policy(self.path.read_text(), str(self.path), base_dir=self.path.parent)
         old, self._policy, self._stamp = self._policy, policy, stamp
         if old is not None:
             old.close()

@@ -432,6 +432,7 @@ class LocalKafka:
         kafka_version: str | None = None,
         broker_props: Mapping[str, str] | None = None,
         advertise_ports: Mapping[int, int] | None = None,
+        extra_jars: Sequence[Path] = (),
     ) -> None:
         if not 1 <= brokers <= MAX_NODE_ID:
             raise ValueError(f"brokers must be between 1 and {MAX_NODE_ID}")
@@ -442,6 +443,8 @@ class LocalKafka:
         self.kafka_version = kafka_version or default_kafka_version()
         self.broker_props: dict[str, str] = dict(broker_props or {})
         self.advertise_ports: dict[int, int] = dict(advertise_ports or {})
+        # Jars added to every node's classpath, e.g. a broker-side policy.
+        self.extra_jars: list[Path] = [Path(j).resolve() for j in extra_jars]
         self.cluster_id: str | None = None
         self._initial_brokers = brokers
         # Replication factor of internal topics, fixed at `up` so added brokers agree with it.
@@ -476,6 +479,7 @@ class LocalKafka:
         self.broker_props = dict(state.get("broker_props", {}))
         self._internal_rf = int(state.get("internal_rf", min(3, len(nodes))))
         self.advertise_ports = {int(k): int(v) for k, v in state.get("advertise_ports", {}).items()}
+        self.extra_jars = [Path(j) for j in state.get("extra_jars", [])]
         self._nodes = nodes
 
     def _save_state(self) -> None:
@@ -488,6 +492,7 @@ class LocalKafka:
             "broker_props": self.broker_props,
             "internal_rf": self._internal_rf,
             "advertise_ports": {str(k): v for k, v in self.advertise_ports.items()},
+            "extra_jars": [str(j) for j in self.extra_jars],
             "nodes": [node.to_json() for node in sorted(self._nodes.values(), key=_node_key)],
         }
         tmp = self.state_file.with_suffix(".json.tmp")
@@ -594,6 +599,9 @@ class LocalKafka:
             raise LocalKafkaError(
                 f"the cluster in {self.directory} is only partly running; run `down` first"
             )
+        missing = [str(jar) for jar in self.extra_jars if not jar.is_file()]
+        if missing:
+            raise LocalKafkaError(f"--jar: no such file: {', '.join(missing)}", 2)
         started = time.monotonic()
         java = java_executable()
         nodes = [self._make_node(i) for i in range(1, self._initial_brokers + 1)]
@@ -785,7 +793,7 @@ class LocalKafka:
 
     def _format(self, java: str, libs: Path, nodes: Sequence[_Node]) -> None:
         assert self.cluster_id is not None
-        classpath = jar_classpath(libs)
+        classpath = self._node_classpath(libs)
         running: list[tuple[_Node, subprocess.Popen[str]]] = []
         for node in nodes:
             command = [
@@ -823,6 +831,10 @@ class LocalKafka:
         if failures:
             raise LocalKafkaError("kafka-storage format failed: " + "; ".join(failures))
 
+    def _node_classpath(self, libs: Path) -> str:
+        """Kafka's jars, then the extra ones (a broker policy must be there to format too)."""
+        return os.pathsep.join([jar_classpath(libs), *map(str, self.extra_jars)])
+
     def _start(self, java: str, libs: Path, node: _Node) -> None:
         node_dir = self._node_dir(node.node_id)
         command = [
@@ -831,7 +843,7 @@ class LocalKafka:
             f"-Dlog4j2.configurationFile={node_dir / 'log4j2.xml'}",
             f"-Dkafka.logs.dir={node_dir}",
             "-cp",
-            jar_classpath(libs),
+            self._node_classpath(libs),
             "kafka.Kafka",
             str(self._config_path(node.node_id)),
         ]
@@ -1015,6 +1027,15 @@ def _build_parser() -> argparse.ArgumentParser:
         help="extra broker property, repeatable; overrides the launcher's defaults",
     )
     up.add_argument(
+        "--jar",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="a jar added to every node's classpath, repeatable (e.g. a broker-side policy "
+        "named by --broker-prop create.topic.policy.class.name=...)",
+    )
+    up.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -1100,6 +1121,7 @@ def _run(argv: Sequence[str]) -> int:
             port_base=args.port_base,
             kafka_version=args.kafka_version,
             broker_props=_parse_props(args.broker_prop),
+            extra_jars=args.jar,
         )
         print(cluster.up(timeout=args.timeout), flush=True)
         return 0
