@@ -1,11 +1,13 @@
 """Policy engine throughput: single-topic evaluations against examples/policy.yaml.
 
 Run: .venv/bin/python bench/policy_bench.py [--evaluations 1000000] [--runs 5] [--hostile]
-                                            [--judge]
+                                            [--judge | --java]
 Requests are built and resolved up front (the proxy does that once per topic); only
 `evaluate()` is timed, on one core. `--judge` times the whole path every entry point takes
 instead: the one judge (`policy.judge.Judgement`) on each unresolved request, one topic per
-batch, asking for its facts and folding them in before evaluating.
+batch, asking for its facts and folding them in before evaluating. `--java` times
+examples/java-policy's ReferencePolicy (compiled with javac, run through JPype) against its
+YAML rewrite, on the creates and config changes of the workload (all a Java policy sees).
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from policy.cluster import InMemoryCluster  # noqa: E402
 from policy.engine import CompiledPolicy  # noqa: E402
 from policy.judge import Facts, Judgement  # noqa: E402
 from policy.loader import load_policy  # noqa: E402
-from policy.model import Fact, Principal, TopicRequest  # noqa: E402
+from policy.model import (  # noqa: E402
+    Action,
+    Fact,
+    Principal,
+    TopicRequest,
+)
 from policy.scenario import parse_suite  # noqa: E402
 
 T = TypeVar("T")
@@ -128,7 +135,11 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=10_000, help="distinct requests cycled")
     parser.add_argument("--hostile", action="store_true", help="mostly out-of-policy requests")
     parser.add_argument("--judge", action="store_true", help="time the judge, not evaluate()")
+    parser.add_argument("--java", action="store_true", help="a Java policy against its YAML")
     args = parser.parse_args()
+    if args.java:
+        java_comparison(args)
+        return
     policy = load_policy((ROOT / "examples/policy.yaml").read_text(), "examples/policy.yaml")
     requests = workload(args.distinct, args.hostile, resolved=not args.judge)
     state = cluster()
@@ -154,6 +165,53 @@ def main() -> None:
         f"median: {statistics.median(walls):,.0f} topics/s wall, "
         f"{statistics.median(cpus):,.0f} topics/s CPU (one core)"
     )
+
+
+def java_comparison(args: argparse.Namespace) -> None:
+    """Microseconds per topic: the reference Java policy and its YAML rewrite, alternating."""
+    import tempfile
+
+    from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
+
+    requests = [
+        r
+        for r in workload(args.distinct, args.hostile)
+        if r.action is Action.CREATE
+        or (r.alter_kind is not None and r.alter_kind.value == "configs")
+    ]
+    with tempfile.TemporaryDirectory() as work:
+        jar = build_jar(Path(work) / "reference-policy.jar")
+        java_text = (
+            "version: 1\nrules:\n  - name: broker-policy\n    java_policy:\n"
+            f"      jar: {jar}\n      class: {REFERENCE_CLASS}\n"
+            f"      classpath: [{kafka_clients_jar()}]\n"
+            "      config: {policy.max.partitions: 6}\n"  # as the YAML rewrite's bound
+        )
+        yaml_file = ROOT / "examples/java-policy/equivalent-policy.yaml"
+        policies = {
+            "java": load_policy(java_text, "java"),
+            "yaml": load_policy(yaml_file.read_text(), str(yaml_file)),
+        }
+        state = cluster()
+        verdicts = {
+            name: [policy.evaluate(r, state).allowed for r in requests]
+            for name, policy in policies.items()
+        }
+        agree = sum(a == b for a, b in zip(verdicts["java"], verdicts["yaml"], strict=True))
+        print(
+            f"{len(requests):,} creates and config changes, {verdicts['java'].count(False):,} "
+            f"denied; the two policies agree on {agree:,}"
+        )
+        costs: dict[str, list[float]] = {name: [] for name in policies}
+        for i in range(args.runs):
+            for name, policy in policies.items():
+                _, rate = run(policy, requests, args.evaluations)
+                costs[name].append(1e6 / rate)
+                print(f"run {i + 1} {name}: {1e6 / rate:.2f} us CPU per topic")
+        for name, values in costs.items():
+            print(f"median {name}: {statistics.median(values):.2f} us CPU per topic")
+        for policy in policies.values():
+            policy.close()
 
 
 if __name__ == "__main__":

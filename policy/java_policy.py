@@ -116,6 +116,7 @@ class JavaPolicy:
         self._instances: dict[str, Any] = {}
         try:
             self._start()
+            self._classes()
         except BaseException:
             self.close()
             raise
@@ -223,44 +224,54 @@ class JavaPolicy:
 
     # -- RequestMetadata ------------------------------------------------------------------
 
-    def _create_metadata(self, request: TopicRequest, configs: Mapping[str, str | None]) -> Any:
+    def _classes(self) -> None:
+        """Look the Java classes up once: JClass lookups cost more than the policy call."""
         jpype = self._jpype
+
+        def kafka(name: str) -> Any:
+            return jpype.JClass(name, loader=self._loader)
+
+        self._integer = jpype.JClass("java.lang.Integer")
+        self._short = jpype.JClass("java.lang.Short")
+        self._hash_map = jpype.JClass("java.util.HashMap")
+        self._array_list = jpype.JClass("java.util.ArrayList")
+        self._unmodifiable = jpype.JClass("java.util.Collections").unmodifiableMap
+        self._create_request = kafka(CREATE_POLICY + "$RequestMetadata")
+        self._alter_request = kafka(ALTER_POLICY + "$RequestMetadata")
+        self._resource = kafka("org.apache.kafka.common.config.ConfigResource")
+        self._topic_type = kafka("org.apache.kafka.common.config.ConfigResource$Type").TOPIC
+
+    def _create_metadata(self, request: TopicRequest, configs: Mapping[str, str | None]) -> Any:
         req = request.requested
-        integer = jpype.JClass("java.lang.Integer")
-        metadata = jpype.JClass(CREATE_POLICY + "$RequestMetadata", loader=self._loader)
+        integer = self._integer
         if not req.generated_assignment:
-            assignments = jpype.JClass("java.util.HashMap")()
+            assignments = self._hash_map()
             for partition, replicas in req.assignment:
-                brokers = jpype.JClass("java.util.ArrayList")()
+                brokers = self._array_list()
                 for broker in replicas:
                     brokers.add(integer.valueOf(broker))
                 assignments.put(integer.valueOf(partition), brokers)
-            return metadata(request.name, None, None, assignments, self._string_map(configs))
+            return self._create_request(
+                request.name, None, None, assignments, self._unmodifiable(self._map(configs))
+            )
         assert req.partitions is not None and req.replication_factor is not None
-        short = jpype.JClass("java.lang.Short").valueOf(jpype.JShort(req.replication_factor))
-        return metadata(
-            request.name, integer.valueOf(req.partitions), short, None, self._string_map(configs)
+        short = self._short.valueOf(self._jpype.JShort(req.replication_factor))
+        return self._create_request(
+            request.name,
+            integer.valueOf(req.partitions),
+            short,
+            None,
+            self._unmodifiable(self._map(configs)),
         )
 
     def _alter_metadata(self, topic: str, configs: Mapping[str, str | None]) -> Any:
-        jpype = self._jpype
-        resource_class = jpype.JClass(
-            "org.apache.kafka.common.config.ConfigResource", loader=self._loader
-        )
-        resource_type = jpype.JClass(
-            "org.apache.kafka.common.config.ConfigResource$Type", loader=self._loader
-        )
-        resource = resource_class(resource_type.TOPIC, topic)
-        metadata = jpype.JClass(ALTER_POLICY + "$RequestMetadata", loader=self._loader)
-        return metadata(resource, self._string_map(configs, unmodifiable=False))
+        resource = self._resource(self._topic_type, topic)
+        return self._alter_request(resource, self._map(configs))
 
-    def _string_map(self, values: Mapping[str, str | None], unmodifiable: bool = True) -> Any:
-        jpype = self._jpype
-        result = jpype.JClass("java.util.HashMap")()
+    def _map(self, values: Mapping[str, str | None]) -> Any:
+        result = self._hash_map()
         for key, value in values.items():
             result.put(key, value)
-        if unmodifiable:
-            return jpype.JClass("java.util.Collections").unmodifiableMap(result)
         return result
 
     def close(self) -> None:
