@@ -276,6 +276,9 @@ class JavaPolicy:
 
     def close(self) -> None:
         """Close each instance, then the class loader; errors are logged."""
+        if not self._jpype.isJVMStarted():
+            self._instances.clear()
+            return  # at exit, after JPype shut the JVM down: nothing is left to close
         for interface, instance in self._instances.items():
             try:
                 instance.close()

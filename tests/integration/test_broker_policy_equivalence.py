@@ -13,6 +13,7 @@ equivalent YAML policy (examples/java-policy/equivalent-policy.yaml): its verdic
 from __future__ import annotations
 
 import shutil
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from tests.integration.admin_clients import (
     TopicOutcome,
 )
 from tests.integration.support import REPO, ProxyProcess, load_launcher
+from tests.integration.test_admin_clients import until
 from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 
 pytestmark = pytest.mark.integration
@@ -368,3 +370,32 @@ def test_the_equivalent_yaml_policy_agrees_on_every_verdict(
     broker_state = dict(broker_run[1])
     broker_state["P.payments"] = (3, 2, {"retention.ms": "5000", "cleanup.policy": "delete"})
     assert yaml_state == broker_state
+
+
+def test_sighup_reloads_the_jar_settings_and_a_broken_reload_keeps_the_old_policy(
+    java_proxy: ProxyProcess, java_proxy_run: Any
+) -> None:
+    # Runs last in this module: it changes the proxy's policy.
+    policy = java_proxy.config_path.parent / "policy.yaml"
+    document = yaml.safe_load(policy.read_text())
+    admin = ConfluentAdmin(java_proxy.bootstrap)
+    prefix = f"eq{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}.reloaded"
+
+    def verdict() -> list[TopicOutcome]:
+        return admin.create_topics([_topic("reloaded")(prefix)], validate_only=True)
+
+    try:
+        assert verdict()[0].ok
+        document["rules"][0]["java_policy"]["config"]["policy.max.partitions"] = "2"
+        policy.write_text(yaml.safe_dump(document))
+        java_proxy.process.send_signal(signal.SIGHUP)
+        denied = until(lambda: None if (o := verdict()[0]).ok else o)
+        assert denied.message == f"Topic {name} asks for 3 partitions; at most 2 are allowed."
+        document["rules"][0]["java_policy"]["class"] = "com.example.policy.Missing"
+        policy.write_text(yaml.safe_dump(document))
+        java_proxy.process.send_signal(signal.SIGHUP)
+        until(lambda: "rules[0].java_policy.class" in java_proxy.log_text() or None)
+        assert verdict()[0].message == denied.message
+    finally:
+        admin.close()

@@ -28,6 +28,7 @@ from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
 from policy.recorded_facts import defaults_folded, missing_facts
 from policy.snapshot_format import parse_snapshot
+from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 from tests.pipeline.audit_data import (
     ConfigCall,
     admin_events,
@@ -523,4 +524,45 @@ def test_a_new_topic_default_is_judged_against_the_snapshots_topics(tmp_path: Pa
         [],
         [],
         None,
+    )
+
+
+def test_a_java_policy_is_replayed_in_the_spark_workers(
+    spark: SparkSession, audit: Path, snapshot: Path, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    build_jar(tmp_path / "reference-policy.jar")
+    java_rule = {
+        "name": "broker-policy",
+        "java_policy": {
+            "jar": "reference-policy.jar",  # read beside the policy file, by every worker
+            "class": REFERENCE_CLASS,
+            "classpath": [str(kafka_clients_jar())],
+        },
+    }
+    policy = candidate(tmp_path, "with-java.yaml", lambda d: d["rules"].append(java_rule))
+    summary = run_replay(spark, str(policy), [str(audit)], str(tmp_path / "out"), [str(snapshot)])
+    rows = decisions(spark, tmp_path / "out")
+    # The oracle: the same jar evaluated in this process, on what each event recorded.
+    alone = load_policy(
+        yaml.safe_dump({"version": 1, "rules": [java_rule]}), "alone.yaml", base_dir=tmp_path
+    )
+    cluster = example_cluster()
+    try:
+        expected = {}
+        for event in events:
+            request = TopicRequest.from_dict(event["request"])
+            if event["action"] == "create" or request.alter_kind is not None:
+                expected[key(event)] = alone.evaluate(request, cluster).message
+    finally:
+        alone.close()
+    assert any(expected.values()) and not all(expected.values())
+    for k, message in expected.items():
+        java = [
+            m
+            for r, m in zip(rows[k]["new_rules"], rows[k]["new_messages"], strict=True)
+            if r == "broker-policy"
+        ]
+        assert java == ([message] if message else []), k
+    assert summary["allow_to_deny"] == sum(
+        1 for e in events if e["decision"] in ALLOWED and expected.get(key(e))
     )
