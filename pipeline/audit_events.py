@@ -23,9 +23,10 @@ from policy.decision_log import (
 CORRUPT = "_corrupt_record"
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
-# Derived from the record's owner. `request` is read as the raw JSON text of the object: only
-# replay parses it, in Python. A v1 event reads with the four trace fields null.
-AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType()})
+# Derived from the record's owner. `request` (and `rewritten`, what overrides made of it) are
+# read as the raw JSON text of the object: only replay parses the request, in Python, and
+# replays it from what the client sent. A v1 event reads with the four trace fields null.
+AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType(), "rewritten": StringType()})
 
 # What the jobs need of every event, v1 or v2; a topic record (v1, or resource_type topic)
 # also needs its topic.

@@ -68,8 +68,9 @@ from policy.cluster import INTERNAL_TOPICS, ClusterState, InMemoryCluster, is_in
 from policy.decision_log import Outcome, outcome
 from policy.engine import CompiledPolicy
 from policy.judge import FactQuery, Facts, judge
-from policy.model import Principal, TopicRequest, TopicState, freeze_assignment
+from policy.model import Principal, TopicRequest, TopicState, Violation, freeze_assignment
 from policy.overlays import OtherTopics
+from policy.overrides import describe
 from policy.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
 
 DEFAULT_PRINCIPAL = Principal().name
@@ -156,6 +157,13 @@ def scan_topic(
     (verdict,) = judge(policy, (request,), AsIfCreated(cluster, topic.name))
     decision = verdict.decision
     assert decision is not None  # a create by name is always decided
+    if decision.overrides:
+        # The topic exists as it is: what the policy would have changed at its creation, it
+        # does not comply with.
+        changed = tuple(
+            Violation(o.rule, f"[{o.rule}] {describe(topic.name, o)}") for o in decision.overrides
+        )
+        decision = replace(decision, allowed=False, violations=decision.violations + changed)
     violations = [
         {"rule": v.rule, "mode": v.mode.value, "message": v.message} for v in decision.violations
     ]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 
 from policy.admin_apis import AdminDecision
 from policy.broker_configs import BrokerConfigDecision, ConfigResource
-from policy.model import Action, Decision, Mode, TopicRequest, Violation
+from policy.model import Action, Decision, Mode, OverrideKind, TopicRequest, Violation
 
 SCHEMA_VERSION = 2
 # Versions the readers still accept: v1 events lack the four trace fields.
@@ -158,9 +158,15 @@ def _record(
     }
 
 
-def decision_record(request: TopicRequest, decision: Decision, stamp: Stamp) -> dict[str, Any]:
-    """One topic decision as a complete audit record."""
-    return _record(
+def decision_record(
+    request: TopicRequest,
+    decision: Decision,
+    stamp: Stamp,
+    rewritten: TopicRequest | None = None,
+) -> dict[str, Any]:
+    """One topic decision as a complete audit record; `request` is what the client asked for,
+    `rewritten` what the policy's overrides made of it (and forwarded), if they changed it."""
+    record = _record(
         stamp,
         principal=request.principal.name,
         client_id=request.principal.client_id,
@@ -174,6 +180,10 @@ def decision_record(request: TopicRequest, decision: Decision, stamp: Stamp) -> 
         violations=[v.to_dict() for v in decision.violations],
         request=request.to_dict(),
     )
+    if decision.overrides:
+        record["overrides"] = [o.to_dict() for o in decision.overrides]
+        record["rewritten"] = (rewritten or request).to_dict()
+    return record
 
 
 def admin_record(decision: AdminDecision, stamp: Stamp) -> dict[str, Any]:
@@ -275,6 +285,16 @@ class RecordedViolation(_Strict):
     mode: Mode
 
 
+class RecordedOverride(_Strict):
+    """One change an override action made to the request."""
+
+    rule: str
+    kind: OverrideKind
+    target: str = Field(description="`partitions` or a config name")
+    before: str | None = Field(description="as the client sent it; null where it left it out")
+    after: str
+
+
 class DecisionRecord(_Strict):
     """The audit event: the schema of `decision_record()` output, and its validator."""
 
@@ -326,6 +346,14 @@ class DecisionRecord(_Strict):
         "`BrokerConfigRequest.to_dict()` with the granting `rules` and the topics it would "
         "put `outside` the topic rules for alter_broker_config; for a request refused "
         "before SASL authentication completed, `refused`, `api`, `listener`, `sasl_state`"
+    )
+    overrides: list[RecordedOverride] | None = Field(
+        None, description="what the policy's override actions changed; absent if nothing"
+    )
+    rewritten: dict[str, Any] | None = Field(
+        None,
+        description="the request as the overrides left it, which is what was judged and "
+        "forwarded (`request` is what the client sent); absent if nothing changed",
     )
 
     @model_validator(mode="after")

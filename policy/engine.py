@@ -14,7 +14,17 @@ from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, Verb
 from policy.cluster import ClusterState, is_internal
 from policy.decision_log import policy_revision
 from policy.java_policy import JavaPolicy, JavaPolicyError, jar_digest, java_checks
-from policy.model import Action, Decision, Fact, Mode, Principal, TopicRequest, Violation
+from policy.model import (
+    Action,
+    Decision,
+    Fact,
+    Mode,
+    Override,
+    Principal,
+    TopicRequest,
+    Violation,
+)
+from policy.overrides import apply_overrides, compile_overrides
 from policy.plugins import (
     PluginLoadError,
     PolicyPlugin,
@@ -223,6 +233,17 @@ class CompiledPolicy:
             )
         self._plugins = tuple(plugins)
         self._mode = Mode.AUDIT if document.dry_run else Mode.ENFORCE
+        self._overrides = compile_overrides(
+            document,
+            lambda rule: CompiledSelector.build(rule.match).matches,
+            lambda rule: _keys(rule.match),
+        )
+
+    def override(self, request: TopicRequest) -> tuple[TopicRequest, tuple[Override, ...]]:
+        """The request as the policy's override actions leave it, and what they changed."""
+        if not self._overrides:
+            return request, ()
+        return apply_overrides(self._overrides, request, _is_internal(request, request.name))
 
     def __getstate__(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,8 @@ This is the only place that knows:
   the `cluster-state` rule (judging without it could let a change through);
 - that facts which cannot be read deny every topic (fail closed);
 - that facts an offline source never recorded leave the topic undecided, with the reason;
-- that the creates of one batch see each other's names (`policy.batch`: name collisions).
+- that the creates of one batch see each other's names (`policy.batch`: name collisions);
+- that override actions (`policy.overrides`) rewrite a request before it is evaluated.
 Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
 Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`), the
 config resources that are not topics (brokers, the cluster default, loggers, groups, client
@@ -99,6 +100,8 @@ class Verdict:
     request: TopicRequest
     decision: Decision | None
     reason: str | None = None
+    # The request before the policy's override actions changed it (None if they did not).
+    original: TopicRequest | None = None
 
 
 class Judgement:
@@ -148,7 +151,13 @@ class Judgement:
                 )
                 verdicts.append(_denied(resolved, message))
             else:
-                verdicts.append(Verdict(resolved, policy.evaluate(resolved, judged)))
+                rewritten, overrides = policy.override(resolved)
+                decision = policy.evaluate(rewritten, judged)
+                if not overrides:
+                    verdicts.append(Verdict(resolved, decision))
+                else:
+                    decision = replace(decision, overrides=overrides)
+                    verdicts.append(Verdict(rewritten, decision, original=resolved))
         return verdicts
 
     def unavailable(self, reason: str) -> list[Verdict]:

@@ -11,12 +11,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from policy.configs import ConfigType, config_type, parse_bound
+from policy.configs import ConfigType, config_type, parse_bound, parse_value, split_list
 from policy.decision_log import policy_revision
 from policy.engine import CompiledPolicy
 from policy.model import Mode
 from policy.plugins import PluginLoadError
-from policy.rules import PolicyDocument, Rule
+from policy.rules import ConfigConstraint, PolicyDocument, Rule
 
 Path = tuple[str | int, ...]
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -261,7 +261,61 @@ def _rule_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:
             problems.append(
                 ((*where, "max"), f"max ({constraint.max}) is less than min ({constraint.min})")
             )
+        problems += _override_problems(where, key, kind, constraint, bounds)
+    bounds_given = rule.partitions is not None and (
+        rule.partitions.min is not None or rule.partitions.max is not None
+    )
+    if rule.partitions is not None and rule.partitions.cap and not bounds_given:
+        problems.append(((*at, "partitions", "cap"), "cap needs min or max"))
     return problems
+
+
+def _override_problems(
+    where: Path, key: str, kind: ConfigType, constraint: ConfigConstraint, bounds: dict[str, float]
+) -> list[tuple[Path, str]]:
+    """An override must be possible, and what it sets must pass the constraint it sits in."""
+    problems: list[tuple[Path, str]] = []
+    if constraint.cap:
+        if kind not in _NUMERIC_KINDS:
+            problems.append(
+                ((*where, "cap"), f"cap needs a number, duration or size; {key} is a {kind.value}")
+            )
+        elif constraint.min is None and constraint.max is None:
+            problems.append(((*where, "cap"), "cap needs min or max"))
+    if constraint.default is not None and constraint.force is not None:
+        problems.append(((*where, "force"), "give default or force, not both"))
+    for field in ("default", "force"):
+        value = getattr(constraint, field)
+        if value is None:
+            continue
+        if constraint.forbidden:
+            problems.append(((*where, field), f"{key} is forbidden, so nothing may set it"))
+            continue
+        reason = _unacceptable(key, kind, str(value), constraint, bounds)
+        if reason is not None:
+            problems.append(((*where, field), f"{value!r} {reason}"))
+    return problems
+
+
+def _unacceptable(
+    key: str, kind: ConfigType, value: str, constraint: ConfigConstraint, bounds: dict[str, float]
+) -> str | None:
+    """Why the rule itself would deny `value` for `key`, or None."""
+    if kind in _NUMERIC_KINDS:
+        number = parse_value(key, value)
+        if number is None:
+            return f"is not a number ({key} is a {kind.value} config, in its base unit)"
+        if ("min" in bounds and number < bounds["min"]) or (
+            "max" in bounds and number > bounds["max"]
+        ):
+            return "is outside this constraint's min/max"
+    if constraint.values is not None:
+        items = split_list(value) if kind is ConfigType.LIST else [value]
+        if any(item not in constraint.values for item in items):
+            return "is not one of this constraint's values"
+    if constraint.pattern is not None and re.fullmatch(constraint.pattern, value) is None:
+        return "does not match this constraint's pattern"
+    return None
 
 
 def _java_problems(at: Path, rule: Rule) -> list[tuple[Path, str]]:

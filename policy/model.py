@@ -341,6 +341,45 @@ class Violation:
         return cls(data["rule"], data["message"], Mode(data.get("mode", "enforce")))
 
 
+class OverrideKind(StrEnum):
+    """How a rule changed a request instead of denying it."""
+
+    DEFAULT = "default"  # a config the create left out, set to the rule's default
+    CAP = "cap"  # a number beyond a bound, set to the bound
+    FORCE = "force"  # a config set to the rule's value whatever was asked
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """One change a rule made to a request before it was judged and forwarded.
+
+    `target` is `partitions` or a config name; `before` is None where the request left it out.
+    """
+
+    rule: str
+    kind: OverrideKind
+    target: str
+    before: str | None
+    after: str
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "rule": self.rule,
+            "kind": self.kind.value,
+            "target": self.target,
+            "before": self.before,
+            "after": self.after,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Override:
+        """Rebuild from `to_dict()` output."""
+        return cls(
+            data["rule"], OverrideKind(data["kind"]), data["target"], data["before"], data["after"]
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict for one topic: allowed or denied, and every violated rule in rule order.
@@ -354,6 +393,9 @@ class Decision:
     allowed: bool
     violations: tuple[Violation, ...] = ()
     mode: Mode = Mode.ENFORCE
+    # What the policy changed in the request before judging it (an allowed topic goes to the
+    # broker rewritten so).
+    overrides: tuple[Override, ...] = ()
 
     @property
     def message(self) -> str:
@@ -368,6 +410,7 @@ class Decision:
             "allowed": self.allowed,
             "violations": [v.to_dict() for v in self.violations],
             "mode": self.mode.value,
+            "overrides": [o.to_dict() for o in self.overrides],
         }
 
     @classmethod
@@ -379,4 +422,5 @@ class Decision:
             allowed=data["allowed"],
             violations=tuple(Violation.from_dict(v) for v in data.get("violations") or ()),
             mode=Mode(data.get("mode", "enforce")),
+            overrides=tuple(Override.from_dict(o) for o in data.get("overrides") or ()),
         )

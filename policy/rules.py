@@ -81,6 +81,11 @@ class PartitionsConstraint(_Strict):
     max_increase: Annotated[int, Field(ge=0)] | None = Field(
         default=None, description="largest number of partitions one alter may add"
     )
+    cap: bool = Field(
+        default=False,
+        description="a create beyond min/max gets the bound instead of a denial "
+        "(not with an explicit assignment)",
+    )
 
     _max = field_validator("max")(_check_min_max)
 
@@ -115,8 +120,26 @@ class ConfigConstraint(_Strict):
     )
     forbidden: bool = Field(default=False, description="may not be set by the request")
     immutable: bool = Field(default=False, description="may not change after the topic exists")
+    default: str | int | None = Field(
+        default=None, description="set on a create that leaves the config out (override)"
+    )
+    force: str | int | None = Field(
+        default=None,
+        description="set on every create, and on every change that names the config (override)",
+    )
+    cap: bool = Field(
+        default=False,
+        description="a value beyond min/max is set to the bound instead of denied (override)",
+    )
 
     _regex = field_validator("pattern")(_check_regex)
+
+    @field_validator("default", "force", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a string or a number, as the config's value is sent")
+        return value
 
     @field_validator("min", "max", mode="before")
     @classmethod

@@ -111,8 +111,19 @@ class DecisionRecorder:
                     action=request.action.value,
                     reasons=[v.message for v in decision.violations],
                 )
+            if decision.overrides:
+                log.info(
+                    "policy override",
+                    conn=ctx.connection_id,
+                    principal=request.principal.name,
+                    topic=decision.topic,
+                    action=request.action.value,
+                    overrides=[o.to_dict() for o in decision.overrides],
+                )
             if self._enabled:
-                record = decision_record(request, decision, self._stamp(ctx, revision))
+                stamp = self._stamp(ctx, revision)
+                original = verdict.original
+                record = decision_record(original or request, decision, stamp, request)
                 self._write(record, written)
         return written
 

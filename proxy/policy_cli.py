@@ -176,7 +176,10 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
 
 def _verdict_record(verdict: Verdict) -> dict[str, Any]:
     decision = None if verdict.decision is None else verdict.decision.to_dict()
-    record = {"decision": decision, "request": verdict.request.to_dict()}
+    sent = verdict.original or verdict.request
+    record = {"decision": decision, "request": sent.to_dict()}
+    if verdict.original is not None:
+        record["rewritten"] = verdict.request.to_dict()
     return record if verdict.decision is not None else {**record, "reason": verdict.reason}
 
 
@@ -185,7 +188,14 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
         # The proxy judges nothing for it and answers UNKNOWN_TOPIC_ID itself.
         topic = verdict.request.name or verdict.request.topic_id
         return [f"{topic}: NOT JUDGED, answered UNKNOWN_TOPIC_ID ({verdict.reason})"]
-    return _decision_lines(verdict.decision.topic, verdict.decision)
+    lines = _decision_lines(verdict.decision.topic, verdict.decision)
+    for override in verdict.decision.overrides:
+        shown = "(not set)" if override.before is None else override.before
+        lines.append(
+            f"  rewritten by {override.rule} ({override.kind.value}): "
+            f"{override.target} {shown} -> {override.after}"
+        )
+    return lines
 
 
 def _decision_lines(name: str, decision: Decision | BrokerConfigDecision) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codec.guarded.base import Denial, GuardedApi, Slot, SplitPlan
+from codec.guarded.base import Denial, GuardedApi, Rewrite, Slot, SplitPlan
 from codec.guarded.configs import AlterConfigs, IncrementalAlterConfigs
 from codec.guarded.create_partitions import CreatePartitions
 from codec.guarded.create_topics import CreateTopics
@@ -31,4 +31,12 @@ def guarded_api(api_key: int) -> GuardedApi | None:
     return _APIS.get(api_key)
 
 
-__all__ = ["GUARDED_API_KEYS", "Denial", "GuardedApi", "Slot", "SplitPlan", "guarded_api"]
+__all__ = [
+    "GUARDED_API_KEYS",
+    "Denial",
+    "GuardedApi",
+    "Rewrite",
+    "Slot",
+    "SplitPlan",
+    "guarded_api",
+]

@@ -66,6 +66,18 @@ class Denial:
 
 
 @dataclass(frozen=True, slots=True)
+class Rewrite:
+    """What the policy changed in an allowed entry, which is forwarded so rather than as sent.
+
+    `partitions` is a CreateTopics count; `configs` are (name, value) pairs that replace the
+    values sent, or that a create adds where it left the config out.
+    """
+
+    partitions: int | None = None
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SplitPlan:
     """The outcome of a split: what to forward, and how to put the answer back together."""
 
@@ -152,11 +164,16 @@ class GuardedApi(ABC):
         return items
 
     def split(
-        self, request: Any, denied: Mapping[int, str | Denial], legacy_error_code: int = -1
+        self,
+        request: Any,
+        denied: Mapping[int, str | Denial],
+        legacy_error_code: int = -1,
+        rewrites: Mapping[int, Rewrite] | None = None,
     ) -> SplitPlan:
         """Remove the denied topics (and their duplicates) and prepare their synthetic results.
 
         A plain message denies an entry as a policy violation; a `Denial` may name another code.
+        `rewrites` changes allowed entries (by index) before they are forwarded.
         """
         version = int(request.__version__)
         entries = self.entries(request)
@@ -172,10 +189,12 @@ class GuardedApi(ABC):
         refused = {
             i: reason for i, reason in self.refused_locally(keys).items() if i not in expanded
         }
+        rewrites = rewrites or {}
         if not expanded and not refused:
             none: Mapping[int, str] = MappingProxyType({})
             slots = tuple(Slot(key) for key in keys)
-            return SplitPlan(self.api_key, version, request, request, none, slots, none)
+            forward = self._rewritten(request, entries, range(len(entries)), rewrites)
+            return SplitPlan(self.api_key, version, request, forward, none, slots, none)
 
         def deny(denial: Denial) -> ErrorChoice:
             if denial.error_code is None:
@@ -207,16 +226,34 @@ class GuardedApi(ABC):
                 group = [self.resolved(entries[i], expanded.get(i)) for i in copies[key]]
                 slot_list.append(Slot(key, self.synthetic(result_cls, group, error)))
 
-        kept = tuple(e for i, e in enumerate(entries) if i not in answered)
+        kept = [i for i in range(len(entries)) if i not in answered]
         return SplitPlan(
             api_key=self.api_key,
             api_version=version,
             request=request,
-            forward=self.with_entries(request, kept) if kept else None,
+            forward=self._rewritten(request, entries, kept, rewrites, reduced=True)
+            if kept
+            else None,
             denied=MappingProxyType({i: d.message for i, d in expanded.items()}),
             slots=tuple(slot_list),
             refused=MappingProxyType(refused),
         )
+
+    def _rewritten(
+        self,
+        request: Any,
+        entries: Sequence[Any],
+        kept: Sequence[int],
+        rewrites: Mapping[int, Rewrite],
+        reduced: bool = False,
+    ) -> Any:
+        """The request to forward: the kept entries, each rewritten where the policy said so."""
+        if not reduced and not any(i in rewrites for i in kept):
+            return request
+        chosen = tuple(
+            self.rewrite(entries[i], rewrites[i]) if i in rewrites else entries[i] for i in kept
+        )
+        return self.with_entries(request, chosen)
 
     def merge(self, plan: SplitPlan, broker_response: Any | None) -> bytes:
         """The client's response body: broker results and synthetic ones in request order."""
@@ -300,6 +337,10 @@ class GuardedApi(ABC):
     def refused_locally(self, keys: Sequence[Hashable]) -> dict[int, str]:
         """Entries to answer with INVALID_REQUEST without the broker (index -> reason)."""
         return {}
+
+    def rewrite(self, entry: Any, rewrite: Rewrite) -> Any:
+        """The entry as the policy's overrides change it; only creates and config changes can."""
+        raise ValueError(f"API key {self.api_key} entries cannot be rewritten")
 
     @abstractmethod
     def synthetic(self, result_cls: type[Any], copies: list[Any], error: ErrorChoice) -> Any:

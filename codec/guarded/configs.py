@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from codec.errors import CodecError
-from codec.guarded.base import ErrorChoice, GuardedApi, build
+from codec.guarded.base import ErrorChoice, GuardedApi, Rewrite, build
 from codec.topic_view import (
     AlterConfigsItem,
     ConfigOp,
@@ -57,6 +58,19 @@ class _ConfigResources(GuardedApi):
     def changes_broker_configs(self, request: Any) -> bool:
         """Whether any resource is a broker (a name) or the cluster-wide default (empty name)."""
         return any(e.resource_type == BROKER_RESOURCE for e in self.entries(request))
+
+    def rewrite(self, entry: Any, rewrite: Rewrite) -> Any:
+        """Topic config values replaced; a change adds nothing it did not name."""
+        values = dict(rewrite.configs)
+        configs = tuple(
+            dataclasses.replace(c, value=values[c.name]) if self.sets(c) and c.name in values else c
+            for c in entry.configs
+        )
+        return dataclasses.replace(entry, configs=configs)
+
+    def sets(self, config: Any) -> bool:
+        """Whether a config entry sets a value (rather than removing or editing a list)."""
+        return True
 
     def key(self, entry: Any) -> Hashable:
         """(resource type, resource name), as the broker keys resources."""
@@ -115,6 +129,10 @@ class IncrementalAlterConfigs(_ConfigResources):
         return IncrementalAlterConfigsItem(
             index=index, topic=entry.resource_name, ops=self.ops(request, entry)
         )
+
+    def sets(self, config: Any) -> bool:
+        """Only SET operations carry a value an override may replace."""
+        return CONFIG_OPS.get(config.config_operation) == "SET"
 
     def ops(self, request: Any, entry: Any) -> tuple[tuple[str, ConfigOp, str | None], ...]:
         """The operations, by name; an operation code this codec cannot name is a CodecError."""

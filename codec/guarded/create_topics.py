@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
-from codec.guarded.base import ErrorChoice, GuardedApi, build
+from codec.guarded.base import ErrorChoice, GuardedApi, Rewrite, build, element_class
 from codec.topic_view import CreateTopicItem
 
 
@@ -26,6 +27,27 @@ class CreateTopics(GuardedApi):
             assignments=tuple((a.partition_index, tuple(a.broker_ids)) for a in entry.assignments),
             configs=tuple((c.name, c.value) for c in entry.configs),
         )
+
+    def rewrite(self, entry: Any, rewrite: Rewrite) -> Any:
+        """A new partition count; config values replaced, or added where the topic had none."""
+        changes: dict[str, Any] = {}
+        if rewrite.partitions is not None:
+            changes["num_partitions"] = rewrite.partitions
+        if rewrite.configs:
+            values = dict(rewrite.configs)
+            configs = [
+                dataclasses.replace(c, value=values[c.name]) if c.name in values else c
+                for c in entry.configs
+            ]
+            present = {c.name for c in entry.configs}
+            config_cls = element_class(type(entry), "configs")
+            configs += [
+                build(config_cls, name=name, value=value)
+                for name, value in rewrite.configs
+                if name not in present
+            ]
+            changes["configs"] = tuple(configs)
+        return dataclasses.replace(entry, **changes)
 
     def key(self, entry: Any) -> Hashable:
         """The topic name."""

@@ -9,6 +9,7 @@ absent (the cluster-state cache), so its re-creation is judged too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -24,7 +25,8 @@ from codec.registry import encode
 from policy.builders import create_request
 from policy.engine import CompiledPolicy
 from policy.judge import FactQuery
-from policy.model import Fact
+from policy.judge import Verdict as TopicVerdict
+from policy.model import Fact, Violation
 from proxy.cluster_state import ClusterStateUnavailable
 from proxy.decision_recorder import DecisionRecorder
 from proxy.filter import Filter, Forward, ForwardModified, RequestContext, Verdict
@@ -81,9 +83,12 @@ class AutoCreateGuardFilter(Filter):
                 return Forward()
             return _without_auto_create(ctx, request)
         principal = policy_principal(ctx)
-        verdicts = await self._facts.judge(
-            policy, [create_request(name, principal=principal) for name in missing]
-        )
+        verdicts = [
+            _no_overrides(v)
+            for v in await self._facts.judge(
+                policy, [create_request(name, principal=principal) for name in missing]
+            )
+        ]
         written = self._recorder.record(ctx, policy.revision, verdicts)
         if not all(v.decision is None or v.decision.allowed for v in verdicts):
             return _without_auto_create(ctx, request)
@@ -101,6 +106,23 @@ class AutoCreateGuardFilter(Filter):
             return body
 
         return after
+
+
+def _no_overrides(verdict: TopicVerdict) -> TopicVerdict:
+    """Auto-creation sends no counts or configs to rewrite: a topic the policy would change is
+    denied (and created through CreateTopics instead), never created as the broker defaults."""
+    decision = verdict.decision
+    if decision is None or not decision.overrides:
+        return verdict
+    rule = decision.overrides[0].rule
+    targets = ", ".join(dict.fromkeys(o.target for o in decision.overrides))
+    message = (
+        f"[{rule}] topic {decision.topic!r}: auto-creation cannot apply the policy's overrides "
+        f"({targets}); create the topic with CreateTopics"
+    )
+    violations = (*decision.violations, Violation(rule, message))
+    denied = dataclasses.replace(decision, allowed=False, violations=violations)
+    return dataclasses.replace(verdict, decision=denied)
 
 
 def _without_auto_create(ctx: RequestContext, request: Any) -> ForwardModified:

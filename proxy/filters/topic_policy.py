@@ -6,8 +6,9 @@ the cluster default, loggers, groups, client metrics) are judged here too, by th
 
 Denied topics get synthetic results; so do topic ids the proxy cannot resolve (answered
 UNKNOWN_TOPIC_ID, as a broker answers an id it does not know). The allowed ones go on as a
-reduced request, and the broker's response is merged with the synthetic results in the
-original order. What the broker then changed is dropped from the cluster-state cache.
+reduced request (with what the policy's override actions changed rewritten into it), and the
+broker's response is merged with the synthetic results in the original order. What the
+broker then changed is dropped from the cluster-state cache.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
-from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, SplitPlan, guarded_api
+from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, Rewrite, SplitPlan, guarded_api
 from codec.guarded.configs import BROKER_RESOURCE
 from codec.registry import encode
 from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
+from policy.model import Override
+from policy.overrides import PARTITIONS
 from proxy.decision_recorder import DecisionRecorder, Written
 from proxy.filter import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
 from proxy.framing import framed
@@ -81,7 +84,10 @@ class TopicPolicyFilter(Filter):
             policy, [topic_request(item, principal, validate_only) for item in judged]
         )
         written += self._recorder.record(ctx, policy.revision, verdicts)
+        rewrites: dict[int, Rewrite] = {}
         for item, verdict in zip(judged, verdicts, strict=True):
+            if verdict.decision is not None and verdict.decision.overrides:
+                rewrites[item.index] = _rewrite(verdict.decision.overrides)
             if verdict.decision is None:
                 # Never forwarded: the broker might know an id the proxy cannot judge.
                 reason = verdict.reason or "the topic id names no known topic"
@@ -98,7 +104,7 @@ class TopicPolicyFilter(Filter):
                 denied.setdefault(item.index, unaudited)
             for resource in resources:
                 denied.setdefault(resource.index, unaudited)
-        plan = api.split(request, denied, self._legacy_error_code)
+        plan = api.split(request, denied, self._legacy_error_code, rewrites)
         names = [
             verdict.request.name
             for item, verdict in zip(judged, verdicts, strict=True)
@@ -173,6 +179,13 @@ class TopicPolicyFilter(Filter):
             return body if plan is None else api.merge(plan, response)
 
         return after
+
+
+def _rewrite(overrides: Sequence[Override]) -> Rewrite:
+    """The wire changes for a topic's overrides (the last one per target wins)."""
+    configs = {o.target: o.after for o in overrides if o.target != PARTITIONS}
+    counts = [int(o.after) for o in overrides if o.target == PARTITIONS]
+    return Rewrite(partitions=counts[-1] if counts else None, configs=tuple(configs.items()))
 
 
 def _broker_resources(api: GuardedApi, request: Any) -> list[ConfigResourceItem]:

@@ -46,8 +46,21 @@ def test_the_schema_names_every_field_the_record_has() -> None:
     (verdict,) = judge(policy, [create_request("a.b", 6, principal=ALICE)], ClusterFacts(cluster()))
     assert verdict.decision is not None
     record = _record(verdict.request, verdict.decision)
-    assert list(record) == list(schema["properties"])
+    optional = ["overrides", "rewritten"]  # only where an override action changed the request
+    assert list(record) + optional == list(schema["properties"])
     assert set(schema["required"]) | set(V2_FIELDS) == set(record)
+    capping = compile_rules({"name": "small", "partitions": {"max": 3, "cap": True}})
+    (capped,) = judge(capping, [create_request("a.b", 6, principal=ALICE)], ClusterFacts(cluster()))
+    assert capped.decision is not None and capped.original is not None
+    overridden = decision_record(capped.original, capped.decision, _stamp(), capped.request)
+    assert list(overridden) == list(schema["properties"])
+    assert overridden["decision"] == "allowed"
+    assert overridden["request"]["requested"]["partitions"] == 6
+    assert overridden["rewritten"]["requested"]["partitions"] == 3
+    assert overridden["overrides"] == [
+        {"rule": "small", "kind": "cap", "target": "partitions", "before": "6", "after": "3"}
+    ]
+    DecisionRecord.model_validate(overridden)
     assert schema["$defs"]["Outcome"]["enum"] == [o.value for o in Outcome]
     assert schema["properties"]["request"]["type"] == "object"
     assert schema["allOf"][0]["else"] == {"required": list(V2_FIELDS)}
@@ -97,7 +110,7 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
             api_version=3,
         ),
     )
-    assert list(record) == list(json_schema()["properties"])
+    assert list(record) == list(json_schema()["properties"])[:-2]  # no overrides, rewritten
     parsed = DecisionRecord.model_validate(record)
     assert (parsed.action, parsed.resource_type, parsed.resource) == (
         "admin_api",
@@ -132,7 +145,7 @@ def test_a_refusal_before_authentication_is_denied_and_names_no_principal() -> N
         listener="bootstrap",
         sasl_state="HANDSHAKE_SENT",
     )
-    assert list(record) == list(json_schema()["properties"])
+    assert list(record) == list(json_schema()["properties"])[:-2]  # no overrides, rewritten
     parsed = DecisionRecord.model_validate(record)
     assert (parsed.principal, parsed.decision, parsed.mode) == (
         UNAUTHENTICATED,
@@ -162,20 +175,20 @@ def test_ids_are_unique_and_revisions_are_content_hashes() -> None:
     assert policy_revision("x").startswith("sha256:") and len(policy_revision("x")) == 23
 
 
-def _record(request: TopicRequest, decision: Decision) -> dict[str, Any]:
-    return decision_record(
-        request,
-        decision,
-        Stamp(
-            time="2026-11-22T04:47:01.123456Z",
-            decision_id=new_decision_id(),
-            policy_revision=policy_revision(str(DEFAULTS)),
-            cluster_id="OPJ1mOpYQSm4F17dkRicdw",
-            proxy_id="proxy-a",
-            conn=17,
-            client="10.1.2.3:51234",
-            api="CreateTopics",
-            api_key=19,
-            api_version=7,
-        ),
+def _stamp() -> Stamp:
+    return Stamp(
+        time="2026-11-22T04:47:01.123456Z",
+        decision_id=new_decision_id(),
+        policy_revision=policy_revision(str(DEFAULTS)),
+        cluster_id="OPJ1mOpYQSm4F17dkRicdw",
+        proxy_id="proxy-a",
+        conn=17,
+        client="10.1.2.3:51234",
+        api="CreateTopics",
+        api_key=19,
+        api_version=7,
     )
+
+
+def _record(request: TopicRequest, decision: Decision) -> dict[str, Any]:
+    return decision_record(request, decision, _stamp())
