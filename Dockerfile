@@ -12,7 +12,8 @@ COPY pyproject.toml README.md kafka_policy_proxy.py ./
 COPY proxy ./proxy
 COPY codec ./codec
 COPY policy ./policy
-# The command line registers the pipeline's subcommands; Spark itself is not installed.
+# The command line registers the pipeline's subcommands; Spark itself is not installed, nor
+# a JVM for java_policy rules (docs/operations.md says how to add one).
 COPY pipeline ./pipeline
 RUN pip install . \
     && cd / && rm -rf /src

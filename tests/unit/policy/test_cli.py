@@ -206,3 +206,30 @@ def test_eval_leaves_an_unknown_topic_id_to_the_broker(
     record = json.loads(out)
     assert record["decision"] is None
     assert "names no known topic" in record["reason"]
+
+
+def test_eval_shows_what_an_override_rewrote(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "version: 1\nrules:\n  - name: width\n    partitions: {max: 12, cap: true}\n"
+        "  - name: isr\n    configs: {min.insync.replicas: {default: 2}}\n"
+    )
+    request = tmp_path / "req.yaml"
+    request.write_text(
+        "operation: create_topics\nprincipal: User:alice\n"
+        "topics: [{name: orders.v2, partitions: 64, replication_factor: 3}]\n"
+    )
+    code, out, _ = run(capsys, "eval", str(policy), "--request", str(request))
+    assert code == 0
+    assert out == (
+        "orders.v2: ALLOWED\n"
+        "  rewritten by width (cap): partitions 64 -> 12\n"
+        "  rewritten by isr (default): min.insync.replicas (not set) -> 2\n"
+    )
+    code, out, _ = run(capsys, "eval", str(policy), "--request", str(request), "--json")
+    record = json.loads(out)
+    assert record["request"]["requested"]["partitions"] == 64
+    assert record["rewritten"]["requested"]["partitions"] == 12
+    assert [o["rule"] for o in record["decision"]["overrides"]] == ["width", "isr"]
