@@ -202,8 +202,14 @@ class JavaPolicy:
         self, request: TopicRequest, interface: str, metadata: Callable[[], Any]
     ) -> str | None:
         jpype = self._jpype
+        instance = self._instances.get(interface)
+        if instance is None:
+            return (
+                f"topic {request.name!r}: the Java policy {self.spec.class_} was closed "
+                "(a reload replaced it); denied"
+            )
         try:
-            self._instances[interface].validate(metadata())
+            instance.validate(metadata())
         except jpype.JException as exc:
             if self._violation.isInstance(exc):
                 message = exc.getMessage()

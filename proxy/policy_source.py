@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -13,15 +15,21 @@ from policy.loader import PolicyError, load_policy
 from proxy.metrics import POLICY_RELOADS, policy_revision
 
 log = structlog.get_logger("proxy.policy")
+# Longer than any judgement takes (cluster-state reads time out well within it).
+RETIRED_FOR_S = 120.0
 
 
 class PolicySource:
     """Holds the compiled policy; an invalid new file is refused and the old policy stays."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self._policy: CompiledPolicy | None = None
         self._stamp: tuple[int, int, int] | None = None
+        self._clock = clock
+        # Replaced policies, with when: a request judged across an await (a cluster-state
+        # read) may still evaluate one, so its plugins and Java classes stay open a while.
+        self._retired: list[tuple[float, CompiledPolicy]] = []
 
     def current(self) -> CompiledPolicy | None:
         """The policy in force."""
@@ -32,8 +40,14 @@ class PolicySource:
         stamp = self._file_stamp()
         policy = load_policy(self.path.read_text(), str(self.path), base_dir=self.path.parent)
         old, self._policy, self._stamp = self._policy, policy, stamp
+        now = self._clock()
+        keep = [(when, p) for when, p in self._retired if now - when < RETIRED_FOR_S]
+        for when, retired in self._retired:
+            if now - when >= RETIRED_FOR_S:
+                retired.close()
+        self._retired = keep
         if old is not None:
-            old.close()
+            self._retired.append((now, old))
         policy_revision(policy.revision)
         log.info(
             "policy loaded",
@@ -67,7 +81,10 @@ class PolicySource:
                     self.reload()
 
     def close(self) -> None:
-        """Close the policy's plugins."""
+        """Close the policy's plugins and Java policies, and those of replaced policies."""
+        for _, retired in self._retired:
+            retired.close()
+        self._retired = []
         if self._policy is not None:
             self._policy.close()
 

@@ -305,3 +305,13 @@ def test_audit_mode_records_without_denying(jars: Path) -> None:
         compiled.close()
     assert decision.allowed
     assert [v.rule for v in decision.violations] == ["broker-policy"]
+
+
+def test_a_closed_java_policy_denies_rather_than_failing(jars: Path) -> None:
+    compiled = load_policy(policy_text(), "p.yaml", base_dir=jars)
+    compiled.close()
+    [message] = messages(compiled, create("team.orders"))
+    assert message == (
+        "[broker-policy] topic 'team.orders': the Java policy com.example.policy.ReferencePolicy "
+        "was closed (a reload replaced it); denied"
+    )

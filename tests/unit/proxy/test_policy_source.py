@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from policy.loader import PolicyError
-from proxy.policy_source import PolicySource
+from policy.plugins import PolicyPlugin
+from proxy.policy_source import RETIRED_FOR_S, PolicySource
 
 GUARD = "version: 1\nrules:\n  - {name: guard, deny: true}\n"
 
@@ -36,3 +37,41 @@ def test_the_first_load_refuses_a_policy_that_enforces_nothing(tmp_path: Path) -
     path.write_text("")
     with pytest.raises(PolicyError, match="set `enforce: nothing` at the top level"):
         PolicySource(path).load()
+
+
+CLOSED: list[str] = []
+
+
+class Recording(PolicyPlugin):
+    """Records its close() by the name in its config."""
+
+    def close(self) -> None:
+        CLOSED.append(self.config["name"])
+
+
+def test_a_replaced_policy_stays_open_while_a_request_may_still_use_it(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    now = [0.0]
+
+    def write(name: str) -> None:
+        path.write_text(
+            GUARD + "plugins:\n  - name: rec\n"
+            "    class: tests.unit.proxy.test_policy_source.Recording\n"
+            f"    config: {{name: {name}}}\n"
+        )
+
+    CLOSED.clear()
+    source = PolicySource(path, clock=lambda: now[0])
+    write("first")
+    first = source.load()
+    write("second")
+    source.reload()
+    # A request that read `first` before the reload and awaits facts still evaluates it.
+    assert CLOSED == []
+    assert source.current() is not first
+    now[0] = RETIRED_FOR_S + 1
+    write("third")
+    source.reload()
+    assert CLOSED == ["first"]  # the second was replaced just now: still open
+    source.close()
+    assert sorted(CLOSED) == ["first", "second", "third"]
