@@ -114,6 +114,7 @@ class JavaPolicy:
         parent = jpype.JClass("java.lang.ClassLoader").getPlatformClassLoader()
         self._loader = jpype.JClass("java.net.URLClassLoader")(f"policy-{rule}", urls, parent)
         self._instances: dict[str, Any] = {}
+        self._closed = False
         try:
             self._start()
             self._classes()
@@ -169,7 +170,15 @@ class JavaPolicy:
 
     # -- checks ---------------------------------------------------------------------------
 
+    def _closed_message(self, request: TopicRequest) -> str:
+        return (
+            f"topic {request.name!r}: the Java policy {self.spec.class_} was closed "
+            "(a reload replaced it); denied"
+        )
+
     def _check_create(self, request: TopicRequest, cluster: ClusterState) -> str | None:
+        if self._closed:
+            return self._closed_message(request)
         req = request.requested
         configs: dict[str, str | None] = {c.name: c.value for c in req.changes}
         if any(value is None for value in configs.values()):
@@ -193,6 +202,8 @@ class JavaPolicy:
         return self._call(request, "create", lambda: self._create_metadata(request, configs))
 
     def _check_alter(self, request: TopicRequest, cluster: ClusterState) -> str | None:
+        if self._closed:
+            return self._closed_message(request)
         altered = altered_configs(request)
         return self._call(
             request, "alter_config", lambda: self._alter_metadata(request.name, altered)
@@ -202,14 +213,8 @@ class JavaPolicy:
         self, request: TopicRequest, interface: str, metadata: Callable[[], Any]
     ) -> str | None:
         jpype = self._jpype
-        instance = self._instances.get(interface)
-        if instance is None:
-            return (
-                f"topic {request.name!r}: the Java policy {self.spec.class_} was closed "
-                "(a reload replaced it); denied"
-            )
         try:
-            instance.validate(metadata())
+            self._instances[interface].validate(metadata())
         except jpype.JException as exc:
             if self._violation.isInstance(exc):
                 message = exc.getMessage()
@@ -282,6 +287,7 @@ class JavaPolicy:
 
     def close(self) -> None:
         """Close each instance, then the class loader; errors are logged."""
+        self._closed = True
         if not self._jpype.isJVMStarted():
             self._instances.clear()
             return  # at exit, after JPype shut the JVM down: nothing is left to close
