@@ -2,7 +2,9 @@
 
 A config constraint may give a `default` (set when a create leaves the config out), `force`
 (set on every create and on every change that names the config) or `cap` (a value beyond its
-min/max becomes the bound); a partitions constraint may `cap` a create's count. Overrides run
+min/max becomes the bound); a partitions constraint may `cap` a create's count. A legacy
+AlterConfigs replaces every config, so one that leaves a config out counts as a create does:
+`default` and `force` add it back. Overrides run
 before the rules are checked, in rule order, so the rules judge the request as it will reach
 the broker. Only enforcing rules override (an audit-mode rule only records), and never on a
 delete, a partition increase or a reassignment.
@@ -22,6 +24,7 @@ from policy.model import (
     ConfigChange,
     ConfigMap,
     ConfigOp,
+    ConfigSource,
     Mode,
     Override,
     OverrideKind,
@@ -147,8 +150,10 @@ def apply_overrides(
                     Override(spec.rule, OverrideKind.CAP, PARTITIONS, str(partitions), str(capped))
                 )
                 partitions = capped
+        # A full replacement (AlterConfigs) leaves out what it resets, as a create does.
+        complete = create or requested.config_source is ConfigSource.REPLACE
         for config in spec.configs:
-            found = _override_config(config, create, changes, configs)
+            found = _override_config(config, complete, changes, configs)
             if found is not None:
                 done.append(dataclasses.replace(found, rule=spec.rule))
     if not done:
@@ -171,7 +176,7 @@ def _clamp(value: int | None, low: int | None, high: int | None) -> int | None:
 
 def _override_config(
     spec: ConfigOverride,
-    create: bool,
+    complete: bool,
     changes: list[ConfigChange],
     configs: dict[str, str | None],
 ) -> Override | None:
@@ -184,9 +189,9 @@ def _override_config(
         return None  # a removal or a list edit: nothing a value override can mean
     before = changes[settable[-1]].value if settable else None
     after, kind = before, None
-    if spec.force is not None and (create or named) and before != spec.force:
+    if spec.force is not None and (complete or named) and before != spec.force:
         after, kind = spec.force, OverrideKind.FORCE
-    elif spec.default is not None and create and not named:
+    elif spec.default is not None and complete and not named:
         after, kind = spec.default, OverrideKind.DEFAULT
     elif before is not None and (spec.low is not None or spec.high is not None):
         value = parse_value(key, before)  # -1 retention (unlimited) reads as infinite

@@ -9,7 +9,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from codec.errors import CodecError
-from codec.guarded.base import ErrorChoice, GuardedApi, Rewrite, build
+from codec.guarded.base import ErrorChoice, GuardedApi, Rewrite, build, element_class
 from codec.topic_view import (
     AlterConfigsItem,
     ConfigOp,
@@ -60,13 +60,21 @@ class _ConfigResources(GuardedApi):
         return any(e.resource_type == BROKER_RESOURCE for e in self.entries(request))
 
     def rewrite(self, entry: Any, rewrite: Rewrite) -> Any:
-        """Topic config values replaced; a change adds nothing it did not name."""
+        """Topic config values replaced; added only where the request is a full replacement."""
         values = dict(rewrite.configs)
-        configs = tuple(
+        configs = [
             dataclasses.replace(c, value=values[c.name]) if self.sets(c) and c.name in values else c
             for c in entry.configs
-        )
-        return dataclasses.replace(entry, configs=configs)
+        ]
+        if self.api_key == ALTER_CONFIGS:
+            present = {c.name for c in entry.configs}
+            config_cls = element_class(type(entry), "configs")
+            configs += [
+                build(config_cls, name=name, value=value)
+                for name, value in rewrite.configs
+                if name not in present
+            ]
+        return dataclasses.replace(entry, configs=tuple(configs))
 
     def sets(self, config: Any) -> bool:
         """Whether a config entry sets a value (rather than removing or editing a list)."""

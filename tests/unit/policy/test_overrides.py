@@ -110,6 +110,19 @@ def test_force_sets_a_value_on_every_create_and_on_changes_that_name_it() -> Non
     assert changes(verdict([rule], removed)) == []
 
 
+def test_a_full_replacement_that_leaves_a_config_out_gets_it_back() -> None:
+    rules = [{"name": "zstd", "configs": COMPRESSION}, {"name": "isr", "configs": MIN_ISR}]
+    legacy = alter_configs_request("orders.v1", [("retention.ms", "1000")], principal=ALICE)
+    assert changes(verdict(rules, legacy)) == [
+        ("force", "compression.type", None, "zstd"),
+        ("default", "min.insync.replicas", None, "2"),
+    ]
+    incremental = incremental_alter_configs_request(
+        "orders.v1", [("retention.ms", "SET", "1000")], principal=ALICE
+    )
+    assert changes(verdict(rules, incremental)) == []
+
+
 def test_deletes_and_audit_rules_never_override() -> None:
     rule = {"name": "retention", "configs": RETENTION}
     gone = verdict([rule], delete_topic_request("orders.v1", principal=ALICE))
