@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +23,17 @@ RETIRED_FOR_S = 120.0
 class PolicySource:
     """Holds the compiled policy; an invalid new file is refused and the old policy stays."""
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: Path,
+        clock: Callable[[], float] = time.monotonic,
+        last_good: Path | None = None,
+    ) -> None:
         self.path = path
+        # Under --workers: where each worker keeps the text of the policy it last loaded, so
+        # that a worker started again after a crash runs what its siblings run, even if the
+        # file was replaced by one that is refused meanwhile.
+        self._last_good = last_good
         self._policy: CompiledPolicy | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._clock = clock
@@ -38,7 +48,40 @@ class PolicySource:
     def load(self) -> CompiledPolicy:
         """Load the file now; raises PolicyError or OSError (used at start, to refuse to run)."""
         stamp = self._file_stamp()
-        policy = load_policy(self.path.read_text(), str(self.path), base_dir=self.path.parent)
+        text = self.path.read_text()
+        policy = load_policy(text, str(self.path), base_dir=self.path.parent)
+        self._keep_last_good(text)
+        return self._install(policy, stamp)
+
+    def start(self) -> CompiledPolicy:
+        """Load the file at start; a restarted worker falls back to the last good policy."""
+        try:
+            return self.load()
+        except (PolicyError, OSError) as exc:
+            if self._last_good is None or not self._last_good.is_file():
+                raise
+            log.error(
+                "policy file refused at start; running the last policy the workers loaded",
+                file=str(self.path),
+                detail=str(exc),
+            )
+            text = self._last_good.read_text()
+            policy = load_policy(text, str(self.path), base_dir=self.path.parent)
+            # The refused file is not retried until it changes, as on a reload.
+            with contextlib.suppress(OSError):
+                return self._install(policy, self._file_stamp())
+            return self._install(policy, None)
+
+    def _keep_last_good(self, text: str) -> None:
+        if self._last_good is None:
+            return
+        temporary = self._last_good.with_name(f"{self._last_good.name}.{os.getpid()}.tmp")
+        temporary.write_text(text)
+        temporary.replace(self._last_good)
+
+    def _install(
+        self, policy: CompiledPolicy, stamp: tuple[int, int, int] | None
+    ) -> CompiledPolicy:
         old, self._policy, self._stamp = self._policy, policy, stamp
         now = self._clock()
         keep = [(when, p) for when, p in self._retired if now - when < RETIRED_FOR_S]

@@ -26,6 +26,7 @@ from proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
 from proxy.policy_source import PolicySource
 from proxy.tls import CertificatePrincipals, server_context
 from proxy.upstream_tls import client_context
+from proxy.workers import last_good_policy
 
 log = structlog.get_logger("proxy.server")
 
@@ -46,7 +47,11 @@ class ProxyServer:
         self.budget = MemoryBudget(limits.max_buffered_bytes, limits.stall_timeout_s)
         self._next_bootstrap = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self.policy = PolicySource(config.policy.file) if config.policy.file else None
+        self.policy = (
+            PolicySource(config.policy.file, last_good=last_good_policy() if worker else None)
+            if config.policy.file
+            else None
+        )
         state = config.cluster_state
         sasl = state.sasl
         # The proxy's own credentials, also used to discover the brokers at start.
@@ -132,7 +137,7 @@ class ProxyServer:
     async def start(self) -> None:
         """Load the policy, bind the bootstrap listener, then learn the brokers."""
         if self.policy is not None:
-            self.policy.load()
+            self.policy.start()
             if self._config.policy.watch:
                 task = asyncio.ensure_future(self.policy.watch())
                 self._tasks.add(task)

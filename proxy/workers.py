@@ -32,9 +32,11 @@ log = structlog.get_logger("proxy.workers")
 
 WORKER_ENV = "KAFKA_POLICY_PROXY_WORKER"  # the worker's number, 1..N
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LAST_GOOD_ENV = "KAFKA_POLICY_PROXY_LAST_GOOD_POLICY"  # the policy text the workers last loaded
 REPORT_INTERVAL_S = 1.0
 STALE_AFTER_S = 5.0
 RESTART_DELAY_S = 1.0
+MAX_RESTART_DELAY_S = 30.0
 _WORKER_MAIN = "import kafka_policy_proxy; kafka_policy_proxy.main()"
 
 
@@ -42,6 +44,12 @@ def worker_number() -> int | None:
     """This process's worker number, or None if it is not a worker."""
     value = os.environ.get(WORKER_ENV)
     return int(value) if value else None
+
+
+def last_good_policy() -> Path | None:
+    """In a worker: where the workers keep the policy they last loaded."""
+    value = os.environ.get(LAST_GOOD_ENV)
+    return Path(value) if value else None
 
 
 def _report_path(directory: Path, pid: int) -> Path:
@@ -127,8 +135,14 @@ class Supervisor:
 
     async def _keep(self, number: int, stop: asyncio.Event) -> None:
         """Run worker `number`, and start it again whenever it dies unasked."""
+        started, delay = False, RESTART_DELAY_S
         while True:
-            env = {**os.environ, WORKER_ENV: str(number), METRICS_ENV: str(self._directory)}
+            env = {
+                **os.environ,
+                WORKER_ENV: str(number),
+                METRICS_ENV: str(self._directory),
+                LAST_GOOD_ENV: str(self._directory / "policy.last-good.yaml"),
+            }
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-c",
@@ -146,11 +160,22 @@ class Supervisor:
                 if code != 0:
                     log.warning("worker exited", worker=number, exit_code=code)
                 return
-            if not served:
+            if not served and not started:
                 # Restarting would fail the same way (a port in use, a policy that is refused).
                 log.error("worker could not start; stopping", worker=number, exit_code=code)
                 self._exit_code = code or 1
                 stop.set()
                 return
-            log.error("worker died; restarting it", worker=number, exit_code=code)
-            await asyncio.sleep(RESTART_DELAY_S)
+            if served:
+                started, delay = True, RESTART_DELAY_S
+                log.error("worker died; restarting it", worker=number, exit_code=code)
+            else:
+                # It served before, and the other workers still do: keep trying, more slowly.
+                delay = min(delay * 2, MAX_RESTART_DELAY_S)
+                log.error(
+                    "worker could not start again; retrying",
+                    worker=number,
+                    exit_code=code,
+                    retry_in_s=delay,
+                )
+            await asyncio.sleep(delay)

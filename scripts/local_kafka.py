@@ -662,6 +662,30 @@ class LocalKafka:
         node.pid = None
         self._save_state()
 
+    def kill_broker(self, node_id: int) -> None:
+        """SIGKILL one node, as a crash would (no controlled shutdown); it stays stopped."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            raise LocalKafkaError(f"no node {node_id} in {self.directory}")
+        if node.pid is not None and self._alive(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(node.pid, signal.SIGKILL)
+            self._terminate([node], 10.0)
+        node.pid = None
+        self._save_state()
+
+    def start_broker(self, node_id: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Start a stopped node again with its data, and wait until every node is ready."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            raise LocalKafkaError(f"no node {node_id} in {self.directory}")
+        if node.pid is not None and self._alive(node):
+            raise LocalKafkaError(f"node {node_id} is already running")
+        _check_ports_free(node.ports)
+        self._start(java_executable(), ensure_jars(self.kafka_version), node)
+        self._save_state()
+        self._wait_ready(timeout)
+
     def down(self, keep: bool = False) -> None:
         """Stop every node (brokers first, then the controller) and remove the directory."""
         running = self._running_nodes()

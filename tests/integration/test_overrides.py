@@ -210,3 +210,22 @@ def test_auto_creation_cannot_carry_an_override_and_is_refused(
         "auto-creation cannot apply the policy's overrides"
         in events[0]["violations"][-1]["message"]
     )
+
+
+def test_a_full_replacement_cannot_drop_a_forced_or_defaulted_config(
+    proxy: ProxyProcess, broker: BrokerView
+) -> None:
+    name = f"ov.{uuid.uuid4().hex[:8]}"
+    admin = ConfluentAdmin(proxy.bootstrap)
+    try:
+        assert admin.create_topics([NewTopicSpec(name, 1, 1)])[0].ok
+        [replaced] = admin.alter_configs({name: {"retention.ms": "1000"}})
+        assert replaced.ok, replaced
+    finally:
+        admin.close()
+    assert until(lambda: own_configs(broker, name).get("retention.ms") == "1000" or None)
+    assert own_configs(broker, name) == {
+        "retention.ms": "1000",
+        "compression.type": "zstd",
+        "min.insync.replicas": "2",
+    }

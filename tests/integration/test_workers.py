@@ -136,6 +136,29 @@ def test_a_killed_worker_is_replaced(proxy: ProxyProcess) -> None:
     deny_once_per_connection(proxy, "after-restart")
 
 
+def test_a_worker_killed_while_the_policy_file_is_refused_comes_back_with_the_last_good_one(
+    proxy: ProxyProcess,
+) -> None:
+    # Found by the soak: the replacement used to exit on the refused file, and the
+    # supervisor then stopped every worker.
+    assert proxy.policy_path is not None
+    good = proxy.policy_path.read_text()
+    proxy.policy_path.write_text("rules: [{name: broken\n")
+    proxy.process.send_signal(signal.SIGHUP)
+    until(
+        lambda: total(scrape(ADMIN_PORT), "kpp_policy_reloads_total", result="failed") >= 2 or None
+    )
+    before = workers(proxy)
+    os.kill(before[1], signal.SIGKILL)
+    until(lambda: ((now := workers(proxy)) and len(now) == 2 and before[1] not in now) or None)
+    until(lambda: "running the last policy the workers loaded" in proxy.log_text() or None)
+    until(ready)
+    assert proxy.process.poll() is None
+    messages = deny_once_per_connection(proxy, "last-good")
+    assert all("second policy" in m for m in messages), messages
+    proxy.policy_path.write_text(good)
+
+
 def test_sigterm_drains_every_worker(proxy: ProxyProcess) -> None:
     children = workers(proxy)
     assert proxy.stop() == 0

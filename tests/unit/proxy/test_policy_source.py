@@ -75,3 +75,22 @@ def test_a_replaced_policy_stays_open_while_a_request_may_still_use_it(tmp_path:
     assert CLOSED == ["first"]  # the second was replaced just now: still open
     source.close()
     assert sorted(CLOSED) == ["first", "second", "third"]
+
+
+def test_a_restarted_worker_runs_the_last_good_policy_when_the_file_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "policy.yaml"
+    last_good = tmp_path / "policy.last-good.yaml"
+    path.write_text(GUARD)
+    first = PolicySource(path, last_good=last_good)
+    loaded = first.load()
+    assert last_good.read_text() == GUARD
+    path.write_text("rules: [{name: a\n")  # refused by a reload, and by a fresh start
+    assert first.reload() is False
+    with pytest.raises(PolicyError):
+        PolicySource(path).start()  # no fallback outside --workers: refuse to run
+    again = PolicySource(path, last_good=last_good).start()
+    assert again.revision == loaded.revision
+    assert last_good.read_text() == GUARD  # a refused file never becomes the last good one
+    first.close()

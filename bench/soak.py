@@ -1,0 +1,457 @@
+"""Soak and chaos: a real 3-broker cluster through the proxy (`--workers 2`, the example policy)
+under producers, consumers, idle, slow and new connections and admin traffic, while brokers,
+the proxy and the policy change underneath. Exits 1 on any lost, duplicated or misordered
+record, misordered response, wrong decision or mishandled reload.
+
+Run: make soak, or .venv/bin/python bench/soak.py [--minutes 30] [--quick] [--out DIR]
+`--quick` (the integration test runs `--minutes 2 --quick`): fewer connections, one broker in
+the rolling restart, shorter faults. The report (JSON), a chart of RSS and open files, and
+the logs go to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import soak_faults as faults  # noqa: E402
+import soak_traffic as traffic  # noqa: E402
+
+from tests.integration.support import ProxyProcess, load_launcher  # noqa: E402
+
+PORT_BASE = 20092  # cluster: 20092-20691
+BOOTSTRAP_PORT, NODE_PORT_BASE, ADMIN_PORT = 20700, 20710, 20790
+RECORDS, TARGET, PROTECTED = "soak.records", "soak.admin-target", "payments.soak"
+JAVA_TAG = 7
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How hard and how long: the full soak or the quick one."""
+
+    idle: int
+    slow: int
+    new_per_s: float
+    producer_rate: float  # records/s per confluent producer
+    java_rate: int
+    restart: tuple[int, ...]
+    controller_down_s: float
+    hang_s: float
+    reload_every_s: float
+    warmup_s: float
+    gap_s: float
+
+
+FULL = Shape(500, 50, 50, 1000, 500, (3, 2, 1), 10, 20, 30, 120, 60)
+QUICK = Shape(100, 10, 20, 300, 200, (2,), 5, 10, 15, 20, 5)
+
+
+def log(message: str) -> None:
+    """Progress on stderr, with the time."""
+    print(f"soak {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def create_topics(bootstrap: str) -> None:
+    """The topics the traffic uses, created on the brokers directly."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = {"min.insync.replicas": "2"}
+    futures = admin.create_topics(
+        [
+            NewTopic(RECORDS, 6, 3, config=configs),
+            NewTopic(TARGET, 3, 3, config={**configs, "retention.ms": "3600000"}),
+            NewTopic(PROTECTED, 3, 3, config=configs),
+        ]
+    )
+    for future in futures.values():
+        future.result(60)
+
+
+class Reloader(threading.Thread):
+    """Every `every` seconds, SIGHUP with the next of: policy A, policy B, an invalid file.
+
+    After each, /metrics must show the reload counted as ok or failed, and the revision in
+    force must be the new one (or, after the invalid file, still the old one).
+    """
+
+    def __init__(
+        self, proxy: ProxyProcess, path: Path, every: float, quiet: threading.Lock
+    ) -> None:
+        super().__init__(name="reloader", daemon=True)
+        self.proxy, self.path, self.every = proxy, path, every
+        # Held while a worker is being replaced: a worker starting misses the SIGHUP.
+        self.quiet = quiet
+        base = path.read_text()
+        # B: A plus a rule no traffic meets, so both give the traffic the same decisions.
+        document = yaml.safe_load(base)
+        document["rules"].append(
+            {"name": "soak-extra", "match": {"topic_prefix": "never."}, "deny": True}
+        )
+        self.texts = [
+            ("b", yaml.safe_dump(document, sort_keys=False), True),
+            ("invalid", "rules: [{name: a\n", False),
+            ("a", base, True),
+        ]
+        self.reloads = 0
+        self.mismatches: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        index = 0
+        while not self.stopping.wait(self.every):
+            name, text, valid = self.texts[index % len(self.texts)]
+            index += 1
+            with self.quiet:
+                try:
+                    self._reload(name, text, valid)
+                except OSError as exc:  # urllib's errors are OSErrors
+                    self.mismatches.append(f"reload {name}: /metrics unreachable ({exc})")
+
+    def _reload(self, name: str, text: str, valid: bool) -> None:
+        """One reload, checked on /metrics."""
+        before = faults.scrape(ADMIN_PORT)
+        revision = faults.live_revision(before)
+        self.path.write_text(text)
+        self.proxy.process.send_signal(signal.SIGHUP)
+        result = "ok" if valid else "failed"
+        want = faults.metric_total(before, "kpp_policy_reloads_total", result=result) + 2
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            now = faults.scrape(ADMIN_PORT)
+            if faults.metric_total(now, "kpp_policy_reloads_total", result=result) >= want:
+                break
+            time.sleep(0.5)
+        else:
+            self.mismatches.append(f"reload {name}: both workers did not count it {result}")
+            return
+        after = faults.live_revision(faults.scrape(ADMIN_PORT))
+        if valid == (after == revision):
+            self.mismatches.append(f"reload {name}: revision {revision} -> {after}")
+        self.reloads += 1
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile, in milliseconds."""
+    ordered = sorted(values)
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole soak; the report."""
+    shape = QUICK if args.quick else FULL
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    launcher = load_launcher()
+    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=PORT_BASE)
+    phase = traffic.Phase()
+    tally = traffic.Tally()
+    phases: list[tuple[float, str]] = []
+    started = time.monotonic()
+
+    def enter(name: str) -> None:
+        phase.set(name)
+        phases.append((time.monotonic() - started, name))
+        log(f"phase {name}")
+
+    kafka.up(timeout=180)
+    loop = asyncio.new_event_loop()
+    loop_thread = threading.Thread(target=loop.run_forever, name="soak-loop", daemon=True)
+    loop_thread.start()
+
+    def on_loop(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop)
+
+    proxy = None
+    try:
+        create_topics(kafka.bootstrap_servers)
+        brokers = [
+            (host, int(port))
+            for host, _, port in (hp.rpartition(":") for hp in kafka.bootstrap_servers.split(","))
+        ]
+        relay = faults.StateRelay(brokers)
+        relay_port = on_loop(relay.start()).result(10)
+        policy = work / "policy.yaml"
+        shutil.copy(ROOT / "examples" / "policy.yaml", policy)
+        (work / "proxy").mkdir()
+        proxy = ProxyProcess(
+            work / "proxy",
+            kafka.bootstrap_servers,
+            BOOTSTRAP_PORT,
+            NODE_PORT_BASE,
+            {
+                "workers": 2,
+                "policy": {"file": str(policy)},
+                "admin": {"bind_host": "127.0.0.1", "port": ADMIN_PORT},
+                "audit": {"file": str(work / "audit.jsonl")},
+                "cluster_state": {
+                    "bootstrap_servers": [f"127.0.0.1:{relay_port}"],
+                    "ttl_s": 1.0,
+                    "request_timeout_s": 3.0,
+                },
+            },
+        )
+        supervisor = proxy.process.pid
+        sampler = faults.Sampler(supervisor)
+        sampler.start()
+        host, port = "127.0.0.1", BOOTSTRAP_PORT
+        stop = asyncio.Event()
+        background = [
+            on_loop(traffic.idle_connections(host, port, shape.idle, tally, stop)),
+            on_loop(traffic.slow_readers(host, port, shape.slow, tally, stop)),
+            on_loop(traffic.connection_churn(host, port, shape.new_per_s, tally, stop)),
+            on_loop(
+                traffic.admin_traffic(
+                    host,
+                    port,
+                    traffic.AdminTopics(TARGET, PROTECTED),
+                    phase=phase,
+                    tally=tally,
+                    stop=stop,
+                )
+            ),
+        ]
+        seen: dict[tuple[int, int], str] = {}
+        lock = threading.Lock()
+        consumers = [
+            traffic.VerifyingConsumer(proxy.bootstrap, RECORDS, f"soak-consumer-{i}", seen, lock)
+            for i in (1, 2)
+        ]
+        producers = [
+            traffic.VerifiedProducer(proxy.bootstrap, RECORDS, tag, shape.producer_rate, phase)
+            for tag in (1, 2)
+        ]
+        java_config = work / "java-producer.properties"
+        java_config.write_text("enable.idempotence=true\nacks=all\nlinger.ms=5\n")
+        java = traffic.JavaVerifiableProducer(
+            kafka.tool_command(
+                "kafka-verifiable-producer",
+                "--bootstrap-server",
+                proxy.bootstrap,
+                "--topic",
+                RECORDS,
+                "--throughput",
+                str(shape.java_rate),
+                "--max-messages",
+                "-1",
+                "--value-prefix",
+                str(JAVA_TAG),
+                "--producer.config",
+                str(java_config),
+            ),
+            JAVA_TAG,
+        )
+        for thread in (*consumers, *producers):
+            thread.start()
+        enter("warmup")
+        time.sleep(shape.warmup_s)
+        warm_acked = sum(len(p.acked) for p in producers)
+        warm_s = time.monotonic() - started
+        quiet = threading.Lock()
+        reloader = Reloader(proxy, policy, shape.reload_every_s, quiet)
+        reloader.start()
+        deadline = started + args.minutes * 60
+
+        def fault(name: str, action: Callable[[], None]) -> None:
+            enter(name)
+            action()
+            enter("steady")
+            time.sleep(shape.gap_s)
+
+        fault("rolling-restart", lambda: faults.rolling_restart(kafka, shape.restart, log))
+        fault(
+            "controller-crash", lambda: faults.crash_controller(kafka, shape.controller_down_s, log)
+        )
+        fault("election", lambda: faults.elect_leaders(kafka, log))
+
+        def hang() -> None:
+            phase.state_unreadable_until = time.monotonic() + shape.hang_s + 3.0 + 5.0
+            on_loop(relay.hang(shape.hang_s)).result(shape.hang_s + 30)
+
+        fault("state-hang", hang)
+
+        def replace_worker() -> None:
+            with quiet:
+                faults.kill_worker(supervisor, log)
+                faults.wait_for_workers(supervisor, 2, ADMIN_PORT, log)
+
+        fault("worker-kill", replace_worker)
+        while time.monotonic() < deadline:
+            time.sleep(1)
+        enter("drain")
+        reloader.stopping.set()
+        reloader.join(60)
+        for producer in producers:
+            producer.stop()
+        java.stop()
+        for producer in producers:
+            producer.join(180)
+        acked = {p.tag: set(p.acked) for p in producers} | {JAVA_TAG: set(java.acked)}
+        wait_until = time.monotonic() + 120
+        while time.monotonic() < wait_until:
+            with lock:
+                verdict = traffic.verify(acked, dict(seen))
+            if verdict.lost == 0:
+                break
+            time.sleep(2)
+        for consumer in consumers:
+            consumer.stopping.set()
+            consumer.join(60)
+        on_loop(_set(stop)).result(10)
+        for future in background:
+            future.result(120)
+        try:
+            metrics = faults.scrape(ADMIN_PORT)
+        except OSError:
+            metrics = ""  # the proxy is down: failures() says so
+        sampler.stopping.set()
+        sampler.join(10)
+        with lock:
+            verdict = traffic.verify(acked, dict(seen))
+        exit_code = proxy.stop(60)
+        proxy = None
+        faults.chart(sampler.samples, phases, out / "soak-rss.png")
+        elapsed = time.monotonic() - started
+        latencies: dict[str, list[float]] = {}
+        for producer in producers:
+            for name, values in producer.latencies.items():
+                latencies.setdefault(name, []).extend(values)
+        after_warmup = [s for s in sampler.samples if s[0] > shape.warmup_s]
+        rss = [s[1] for s in after_warmup]
+        early = statistics.median(rss[: max(1, len(rss) // 5)]) if rss else 0.0
+        late = statistics.median(rss[-max(1, len(rss) // 5) :]) if rss else 0.0
+        total_acked = sum(len(p.acked) for p in producers)
+        report = {
+            "minutes": round(elapsed / 60, 1),
+            "shape": asdict(shape),
+            "records": {
+                "sent": sum(p.sent for p in producers),
+                "acknowledged": verdict.acked,
+                "consumed_offsets": verdict.consumed,
+                "lost": verdict.lost,
+                "duplicated": verdict.duplicated,
+                "misordered": verdict.misordered,
+                "lost_sample": verdict.lost_sample,
+                "send_failures": {str(p.tag): dict(p.failed) for p in producers}
+                | {str(JAVA_TAG): java.failed},
+            },
+            "throughput": {
+                "warmup_records_per_s": round(warm_acked / warm_s, 1),
+                "whole_run_records_per_s": round(total_acked / (elapsed), 1),
+            },
+            "misordered_responses": tally.misordered_responses,
+            "wrong_decisions": tally.wrong_decisions[:50],
+            "wrong_decision_count": len(tally.wrong_decisions),
+            "fail_closed_denials_during_hang": tally.fail_closed_denials,
+            "admin_rounds": tally.admin_rounds,
+            "broker_errors": dict(tally.broker_errors),
+            "reconnects": dict(tally.reconnects),
+            "new_connections": tally.new_connections,
+            "new_connection_failures": tally.new_connection_failures,
+            "reloads": reloader.reloads,
+            "reload_mismatches": reloader.mismatches,
+            "produce_latency_ms": {
+                name: {
+                    "p50": round(percentile(v, 0.5), 2),
+                    "p99": round(percentile(v, 0.99), 2),
+                    "n": len(v),
+                }
+                for name, v in latencies.items()
+            },
+            "rss_mib": {
+                "after_warmup": round(early, 1),
+                "end": round(late, 1),
+                "peak": round(max(rss, default=0.0), 1),
+            },
+            "open_files_peak": max((s[2] for s in sampler.samples), default=0),
+            "metrics": {
+                name: faults.metric_total(metrics, name)
+                for name in (
+                    "kpp_requests_total",
+                    "kpp_decisions_total",
+                    "kpp_connections_total",
+                    "kpp_policy_reloads_total",
+                    "kpp_cluster_state_requests_total",
+                    "kpp_upstream_connect_failures_total",
+                    "kpp_audit_events_total",
+                )
+            },
+            "phases": [(round(at, 1), name) for at, name in phases],
+            "proxy_exit_code": exit_code,
+        }
+        return report
+    finally:
+        if proxy is not None:
+            proxy.stop(30)
+        loop.call_soon_threadsafe(loop.stop)
+        kafka.down()
+        for name in ("proxy.log", "audit.jsonl"):
+            for found in work.rglob(name):
+                shutil.copy(found, out / name)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    """What makes the run fail."""
+    found = [
+        f"{key}: {report['records'][key]}"
+        for key in ("lost", "duplicated", "misordered")
+        if report["records"][key]
+    ]
+    if report["misordered_responses"]:
+        found.append(f"misordered responses: {report['misordered_responses']}")
+    if report["wrong_decision_count"]:
+        found.append(f"wrong decisions: {report['wrong_decision_count']}")
+    if not report["fail_closed_denials_during_hang"]:
+        found.append("no decision failed closed while the cluster state hung")
+    if report["reload_mismatches"] or not report["reloads"]:
+        found.append(f"reloads: {report['reloads']}, mismatches {report['reload_mismatches']}")
+    if report["proxy_exit_code"] != 0:
+        found.append(f"the proxy exited {report['proxy_exit_code']} on SIGTERM")
+    return found
+
+
+def main() -> int:
+    """Run, write the report, say what failed."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument(
+        "--quick", action="store_true", help="the short variant the test suite runs"
+    )
+    parser.add_argument("--out", default="soak-report", help="where the report goes")
+    args = parser.parse_args()
+    report = run(args)
+    (Path(args.out) / "soak.json").write_text(json.dumps(report, indent=2) + "\n")
+    problems = failures(report)
+    print(json.dumps(report, indent=2))
+    for problem in problems:
+        log(f"FAILED: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
