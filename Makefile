@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint unit integration bench clean
+.PHONY: setup run test lint unit integration bench soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -34,6 +34,11 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/run_all.py
+
+# 30 minutes of traffic and faults (not in CI; MINUTES=10 make soak for less).
+MINUTES ?= 30
+soak: setup
+	$(BIN)/python bench/soak.py --minutes $(MINUTES) --out soak-report
 
 clean:
 	scripts/local-kafka down || true

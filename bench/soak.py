@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import shutil
 import signal
@@ -148,6 +149,18 @@ class Reloader(threading.Thread):
         self.reloads += 1
 
 
+def rates(phases: list[tuple[float, str]], latencies: dict[str, list[float]]) -> dict[str, float]:
+    """Records acknowledged per second of each phase (by when they were sent)."""
+    spent: dict[str, float] = {}
+    for (at, name), (end, _) in itertools.pairwise(phases):
+        spent[name] = spent.get(name, 0.0) + end - at
+    return {
+        name: round(len(latencies.get(name, [])) / seconds, 1)
+        for name, seconds in spent.items()
+        if seconds > 0
+    }
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile, in milliseconds."""
     ordered = sorted(values)
@@ -263,8 +276,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             thread.start()
         enter("warmup")
         time.sleep(shape.warmup_s)
-        warm_acked = sum(len(p.acked) for p in producers)
-        warm_s = time.monotonic() - started
         quiet = threading.Lock()
         reloader = Reloader(proxy, policy, shape.reload_every_s, quiet)
         reloader.start()
@@ -290,8 +301,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def replace_worker() -> None:
             with quiet:
-                faults.kill_worker(supervisor, log)
-                faults.wait_for_workers(supervisor, 2, ADMIN_PORT, log)
+                killed = faults.kill_worker(supervisor, log)
+                faults.wait_for_workers(supervisor, 2, killed, ADMIN_PORT, log)
 
         fault("worker-kill", replace_worker)
         while time.monotonic() < deadline:
@@ -354,8 +365,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 | {str(JAVA_TAG): java.failed},
             },
             "throughput": {
-                "warmup_records_per_s": round(warm_acked / warm_s, 1),
-                "whole_run_records_per_s": round(total_acked / (elapsed), 1),
+                "records_per_s_by_phase": rates(phases, latencies),
+                "whole_run_records_per_s": round(total_acked / elapsed, 1),
+                "confluent_target_per_s": 2 * shape.producer_rate,
             },
             "misordered_responses": tally.misordered_responses,
             "wrong_decisions": tally.wrong_decisions[:50],

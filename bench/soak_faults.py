@@ -111,20 +111,26 @@ def worker_pids(supervisor: int) -> list[int]:
     return sorted(found)
 
 
-def kill_worker(supervisor: int, log: Any) -> None:
-    """SIGKILL one worker; the supervisor starts another."""
+def kill_worker(supervisor: int, log: Any) -> int | None:
+    """SIGKILL one worker (the supervisor starts another); its pid."""
     pids = worker_pids(supervisor)
-    if pids:
-        log(f"worker: kill -9 {pids[0]}")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pids[0], signal.SIGKILL)
+    if not pids:
+        return None
+    log(f"worker: kill -9 {pids[0]}")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pids[0], signal.SIGKILL)
+    return pids[0]
 
 
-def wait_for_workers(supervisor: int, count: int, admin_port: int, log: Any) -> None:
-    """Until the supervisor has `count` workers again and /readyz says ready (60 s at most)."""
+def wait_for_workers(
+    supervisor: int, count: int, gone: int | None, admin_port: int, log: Any
+) -> None:
+    """Until `gone` is reaped, the supervisor has `count` workers again and /readyz says
+    ready (60 s at most)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if len(worker_pids(supervisor)) == count:
+        pids = worker_pids(supervisor)
+        if len(pids) == count and gone not in pids:
             with contextlib.suppress(OSError):
                 url = f"http://127.0.0.1:{admin_port}/readyz"
                 with urllib.request.urlopen(url, timeout=5) as response:

@@ -101,10 +101,16 @@ class PolicySource:
         return policy
 
     def reload(self) -> bool:
-        """Reload the file; on any error, log it and keep the policy in force."""
+        """Reload the file; on any error, log it and keep the policy in force.
+
+        A refused file is not retried until it changes again (the watcher would otherwise
+        refuse it, and log it, every interval).
+        """
         try:
             self.load()
         except (PolicyError, OSError) as exc:
+            with contextlib.suppress(OSError):
+                self._stamp = self._file_stamp()
             POLICY_RELOADS.labels(result="failed").inc()
             log.error(
                 "policy reload refused; the previous policy stays in force",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,19 @@ def test_a_restarted_worker_runs_the_last_good_policy_when_the_file_is_refused(
     assert again.revision == loaded.revision
     assert last_good.read_text() == GUARD  # a refused file never becomes the last good one
     first.close()
+
+
+async def test_the_watcher_refuses_a_bad_file_once_not_every_interval(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(GUARD)
+    source = PolicySource(path)
+    source.load()
+    path.write_text("rules: [{name: a\n")
+    calls: list[bool] = []
+    reload = source.reload
+    source.reload = lambda: calls.append(reload()) or calls[-1]  # type: ignore[method-assign]
+    watcher = asyncio.ensure_future(source.watch(interval=0.01))
+    await asyncio.sleep(0.3)
+    watcher.cancel()
+    assert calls == [False]
+    source.close()
