@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -252,7 +253,20 @@ def run_corpus(
 
 
 def cluster_state(bootstrap: str, prefixes: dict[str, str]) -> dict[str, Any]:
-    """The corpus topics as the brokers report them: partitions, replicas and own configs."""
+    """The corpus topics as the brokers report them, once two reads a second apart agree (a
+    broker applies a committed change a moment later)."""
+    state = _read_state(bootstrap, prefixes)
+    for _ in range(20):
+        time.sleep(1)
+        again = _read_state(bootstrap, prefixes)
+        if again == state:
+            break
+        state = again
+    return state
+
+
+def _read_state(bootstrap: str, prefixes: dict[str, str]) -> dict[str, Any]:
+    """The corpus topics: partitions, replication factor and the configs set on them."""
     view = BrokerView(bootstrap)
     state = {}
     for prefix in prefixes.values():

@@ -96,9 +96,13 @@ def admin(
         client.close()
 
 
+def described(broker: BrokerView, topic: str) -> Any:
+    """The topic as the broker describes it, once its metadata has reached that broker."""
+    return until(lambda: broker.describe(topic))
+
+
 def own_configs(broker: BrokerView, topic: str) -> dict[str, str | None]:
-    info = broker.describe(topic)
-    assert info is not None, topic
+    info = described(broker, topic)
     return {k: v.value for k, v in info.configs.items() if v.source == "DYNAMIC_TOPIC_CONFIG"}
 
 
@@ -115,8 +119,8 @@ def test_a_create_reaches_the_broker_with_the_policys_values(
     )
     [outcome] = admin.create_topics([spec])
     assert outcome.ok, outcome
-    info = broker.describe(name)
-    assert info is not None and len(info.partitions) == 6
+    info = described(broker, name)
+    assert len(info.partitions) == 6
     assert own_configs(broker, name) == {
         "retention.ms": WEEK_MS,
         "compression.type": "zstd",
@@ -188,8 +192,8 @@ def test_kafka_topics_creates_are_rewritten_too(
         "retention.ms=-1",
     )
     subprocess.run(command, check=True, capture_output=True, timeout=120)
-    info = broker.describe(name)
-    assert info is not None and len(info.partitions) == 6
+    info = described(broker, name)
+    assert len(info.partitions) == 6
     assert own_configs(broker, name)["retention.ms"] == WEEK_MS
 
 
