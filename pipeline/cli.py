@@ -164,5 +164,7 @@ def _job(args: argparse.Namespace, run: Any) -> int:
         return EXIT_FAILED
     finally:
         spark.stop()
+    for warning in summary.get("warnings", ()):
+        print(f"kafka-policy-proxy: warning: {warning}", file=sys.stderr)
     print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     return 0

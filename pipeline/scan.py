@@ -10,7 +10,10 @@ with its current state, in the cluster made of the other topics of its snapshot:
 - the requested configs are the topic's effective configs; the configs *named* in the request
   are those set on the topic itself (source DYNAMIC_TOPIC_CONFIG). So `forbidden` and
   `required` look at what someone set on the topic, and a value check says "sets retention.ms
-  to ..." for a topic override and "gets the broker default retention.ms = ..." otherwise;
+  to ..." for a topic override and "gets the broker default retention.ms = ..." otherwise.
+  A snapshot without `config_sources` does not say which is which: its topics name every
+  effective config, `required` and `forbidden` are not judged, value checks say "has
+  retention.ms = ...", and the summary warns once per such snapshot;
 - existing topics have no creator principal: every topic is evaluated as one configurable
   principal (default User:ANONYMOUS), so rules whose `match` selects principals apply as they
   would to that principal;
@@ -68,7 +71,14 @@ from policy.cluster import INTERNAL_TOPICS, ClusterState, InMemoryCluster, is_in
 from policy.decision_log import Outcome, outcome
 from policy.engine import CompiledPolicy
 from policy.judge import FactQuery, Facts, judge
-from policy.model import Principal, TopicRequest, TopicState, Violation, freeze_assignment
+from policy.model import (
+    ConfigSource,
+    Principal,
+    TopicRequest,
+    TopicState,
+    Violation,
+    freeze_assignment,
+)
 from policy.overlays import OtherTopics
 from policy.overrides import describe
 from policy.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
@@ -126,10 +136,13 @@ class AsIfCreated:
 
 
 def scan_request(
-    topic: TopicState, sources: Mapping[str, str], principal: Principal
+    topic: TopicState, sources: Mapping[str, str] | None, principal: Principal
 ) -> TopicRequest:
     """The topic as a CreateTopics request for its current state (see the module docstring)."""
-    named = sorted(n for n, source in sources.items() if source == SET_ON_TOPIC)
+    if sources is None:
+        named = sorted(topic.configs)  # which were set on the topic is not known
+    else:
+        named = sorted(n for n, source in sources.items() if source == SET_ON_TOPIC)
     request = create_request(
         topic.name,
         topic.partitions,
@@ -145,6 +158,8 @@ def scan_request(
         generated_assignment=True,
         configs=topic.configs,
     )
+    if sources is None:
+        requested = replace(requested, config_source=ConfigSource.SNAPSHOT)
     return replace(request, requested=requested)
 
 
@@ -224,6 +239,25 @@ def _structure_problems(lines: DataFrame) -> list[str]:
     return sorted(problems)
 
 
+def _without_sources(lines: DataFrame) -> list[str]:
+    """One warning per snapshot whose topic lines lack `config_sources`."""
+    lacking = F.get_json_object("line", "$.config_sources").isNull()
+    rows = (
+        lines.where((F.col("kind") == "topic") & lacking)
+        .groupBy("source")
+        .count()
+        .orderBy("source")
+        .collect()
+    )
+    return [
+        f"{r['source']}: {r['count']:,} topic line(s) without config_sources (a snapshot from an "
+        "older writer?): which configs were set on those topics and which are broker defaults "
+        "is not known, so `required` and `forbidden` are not judged for them and value checks "
+        "name the effective value"
+        for r in rows
+    ]
+
+
 def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, int]]:
     """Each cluster's facts on the driver (topic metadata, no configs), and its internal count."""
     rows = (
@@ -281,6 +315,7 @@ def run_scan(
         problems = check_complete(lines) or _structure_problems(lines)
         if problems:
             raise SnapshotError("; ".join(problems))
+        warnings = _without_sources(lines)
         clusters, skipped = _clusters(lines)
         if not clusters:
             raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
@@ -309,7 +344,7 @@ def run_scan(
             evaluated.unpersist()
         if shipped is not None:
             shipped.unpersist()
-    summary = _summary(policy_file, snapshots, principal, out, results)
+    summary = _summary(policy_file, snapshots, principal, out, results) | {"warnings": warnings}
     write_text(spark, out, "scan.html", render(_html(summary, results)))
     write_text(spark, out, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
@@ -434,6 +469,7 @@ def _html(summary: Mapping[str, Any], results: _Results) -> Report:
         "A cluster over a cluster-wide limit has every topic flagged by that rule: none of "
         "them could be created today.",
         f"Internal topics are not evaluated: {summary['skipped_internal']:,} skipped.",
+        *(f"Warning: {w}." for w in summary["warnings"]),
     ]
     parts: list[Table | Chart] = []
     if results.by_rule:

@@ -339,6 +339,8 @@ def _config_checks(key: str, constraint: ConfigConstraint) -> list[Check]:
     if constraint.forbidden:
 
         def forbidden(request: TopicRequest, cluster: ClusterState) -> str | None:
+            if request.requested.config_source is ConfigSource.SNAPSHOT:
+                return None  # which configs were set on the topic is not known
             for change in request.requested.changes:
                 if change.name == key and _sets(change.op, change.value):
                     return f"topic {request.name!r} sets {key}, which may not be set"
@@ -349,6 +351,8 @@ def _config_checks(key: str, constraint: ConfigConstraint) -> list[Check]:
 
         def required(request: TopicRequest, cluster: ClusterState) -> str | None:
             requested = request.requested
+            if requested.config_source is ConfigSource.SNAPSHOT:
+                return None  # which configs were set on the topic is not known
             ops = [c for c in requested.changes if c.name == key]
             if requested.config_source is ConfigSource.INCREMENTAL:
                 if any(c.op is ConfigOp.DELETE for c in ops):
@@ -442,7 +446,9 @@ def _value_check(key: str, kind: ConfigType, constraint: ConfigConstraint) -> Ch
             return None
         named = key in requested.named
         current = request.current
-        if request.action is Action.ALTER and not named:
+        if requested.config_source is ConfigSource.SNAPSHOT:
+            how = f"has {key} ="  # set on the topic or inherited: not known
+        elif request.action is Action.ALTER and not named:
             # An alter only answers for what it changes, so legacy topics stay editable.
             if current is None or current.configs.get(key) == value:
                 return None

@@ -42,6 +42,9 @@ class ConfigSource(StrEnum):
     CREATE = "create"  # CreateTopics: requested configs over the broker defaults
     REPLACE = "replace"  # AlterConfigs: a full replacement
     INCREMENTAL = "incremental"  # IncrementalAlterConfigs: ops applied to the current configs
+    # A scanned topic's effective configs, all named, with no word on which were set on it
+    # (a snapshot without config_sources): what was set or left out cannot be judged.
+    SNAPSHOT = "snapshot"
 
 
 class Fact(StrEnum):

@@ -37,13 +37,13 @@ class ClusterLine:
 class TopicLine:
     """One topic: its state, and where each of its configs comes from.
 
-    The state's `overrides` are the configs whose source is DYNAMIC_TOPIC_CONFIG; None for a
-    line without `config_sources`, which says nothing about inheritance.
+    The state's `overrides` are the configs whose source is DYNAMIC_TOPIC_CONFIG; both are None
+    for a line without `config_sources`, which says nothing about inheritance.
     """
 
     cluster_id: str | None
     state: TopicState
-    config_sources: Mapping[str, str]
+    config_sources: Mapping[str, str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def _line(data: Mapping[str, Any]) -> SnapshotLine:
             # Only a value set on the topic itself is out of a new broker default's reach.
             set_on_topic = (key for key, source in sources.items() if source == SET_ON_TOPIC)
             state = replace(state, overrides=frozenset(set_on_topic))
-        return TopicLine(data["cluster_id"], state, sources or {})
+        return TopicLine(data["cluster_id"], state, sources)
     if kind == "cluster":
         if data.get("schema") != SNAPSHOT_SCHEMA:
             raise ValueError(f"schema {data.get('schema')!r}, this reader knows {SNAPSHOT_SCHEMA}")

@@ -350,6 +350,41 @@ def test_cluster_facts_exclude_the_topic_under_evaluation(
     assert html.count("would be topic number") + html.count("would bring the cluster") == 200
 
 
+def test_a_snapshot_without_config_sources_warns_and_judges_only_values(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    directory = tmp_path / "snapshots"
+    paths = write_snapshots(directory, [PROD, STAGING])
+    prod = directory / "prod.jsonl"
+    lines = [json.loads(line) for line in prod.read_text().splitlines()]
+    for line in lines:
+        line.pop("config_sources", None)
+    prod.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out"
+    summary = run_scan(spark, str(EXAMPLE_POLICY), paths, str(out))
+
+    (warning,) = summary["warnings"]
+    assert warning.startswith(f"{prod.as_uri()}: 12 topic line(s) without config_sources")
+    assert "`required` and `forbidden` are not judged" in warning
+    topics = {(r["cluster_id"], r["topic"]): r["rules"] for r in table(spark, out, "topics")}
+    # The unclean election set on events.clicks is `forbidden`: not judged without sources.
+    assert topics["prod", "events.clicks"] == []
+    assert topics["prod", "metrics.raw"] == ["retention-bounds"]
+    messages = {(c, t, rule): m for c, t, rule, _, m in violation_rows(spark, out)}
+    assert messages["prod", "metrics.raw", "retention-bounds"] == (
+        "[retention-bounds] topic 'metrics.raw' has retention.ms = 7776000000 (90d); "
+        "the limit is 2592000000 (30d)"
+    )
+    assert not any("broker default" in m or " sets " in m for (c, *_), m in messages.items()
+                   if c == "prod")  # fmt: skip
+    # The snapshot with sources is judged as before.
+    assert (
+        "gets the broker default min.insync.replicas = 1"
+        in (messages["staging", "staging.orders", "durability"])
+    )
+    assert f"Warning: {warning}." in (out / "scan.html").read_text()
+
+
 def test_an_empty_cluster_gives_an_empty_report(spark: SparkSession, tmp_path: Path) -> None:
     paths = write_snapshots(tmp_path / "snapshots", [EMPTY])
     out = tmp_path / "out"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from policy import builders
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
-from policy.model import Decision, Fact, Mode, Principal, TopicRequest
+from policy.model import ConfigSource, Decision, Fact, Mode, Principal, TopicRequest
 
 from .helpers import ADMIN, ALICE, DEFAULTS, cluster, compile_rules, topic
 
@@ -148,6 +149,29 @@ def test_config_bounds_check_the_broker_default_on_create() -> None:
     assert messages(decide(policy, create(), cluster())) == [
         "[c] topic 'orders' gets the broker default retention.ms = 604800000 (7d); "
         "the limit is 86400000 (1d)"
+    ]
+
+
+def test_a_snapshot_request_is_judged_on_values_only() -> None:
+    """A scanned topic whose snapshot lacks config_sources: nothing says what was set on it."""
+    policy = compile_rules(
+        {
+            "name": "c",
+            "configs": {
+                "retention.ms": {"max": "1d"},
+                "cleanup.policy": {"required": True},
+                "unclean.leader.election.enable": {"forbidden": True},
+            },
+        }
+    )
+    configs = {"retention.ms": "604800000", "unclean.leader.election.enable": "true"}
+    request = builders.create_request("orders", 6, 3, None, configs.items(), principal=ALICE)
+    assert len(messages(decide(policy, request, cluster()))) == 3
+    scanned = replace(
+        request, requested=replace(request.requested, config_source=ConfigSource.SNAPSHOT)
+    )
+    assert messages(decide(policy, scanned, cluster())) == [
+        "[c] topic 'orders' has retention.ms = 604800000 (7d); the limit is 86400000 (1d)"
     ]
 
 

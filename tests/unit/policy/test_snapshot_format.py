@@ -85,7 +85,7 @@ def test_a_line_without_config_sources_leaves_inheritance_unknown() -> None:
     line = parse_line(json.dumps(data))
     assert isinstance(line, TopicLine)
     assert line.state.overrides is None and line.state.inherits("retention.ms")
-    assert line.config_sources == {}
+    assert line.config_sources is None
 
 
 def test_config_sources_that_are_not_an_object_are_refused() -> None:
