@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             },
         )
         supervisor = proxy.process.pid
-        sampler = faults.Sampler(supervisor)
+        sampler = faults.Sampler(supervisor, started)  # the phases' clock
         sampler.start()
         host, port = "127.0.0.1", BOOTSTRAP_PORT
         stop = asyncio.Event()
@@ -340,12 +340,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         exit_code = proxy.stop(60)
         proxy = None
         faults.chart(sampler.samples, phases, out / "soak-rss.png")
+        faults.write_samples(sampler.samples, out / "samples.csv")
         elapsed = time.monotonic() - started
         latencies: dict[str, list[float]] = {}
         for producer in producers:
             for name, values in producer.latencies.items():
                 latencies.setdefault(name, []).extend(values)
-        after_warmup = [s for s in sampler.samples if s[0] > shape.warmup_s]
+        warm = next((at for at, name in phases if name != "warmup"), 0.0)
+        after_warmup = [s for s in sampler.samples if s[0] > warm]
         rss = [s[1] for s in after_warmup]
         early = statistics.median(rss[: max(1, len(rss) // 5)]) if rss else 0.0
         late = statistics.median(rss[-max(1, len(rss) // 5) :]) if rss else 0.0

@@ -172,12 +172,13 @@ def live_revision(text: str) -> str | None:
 class Sampler(threading.Thread):
     """Every `every` seconds: the proxy's RSS and open files (supervisor and workers)."""
 
-    def __init__(self, supervisor: int, every: float = 2.0) -> None:
+    def __init__(self, supervisor: int, started_at: float, every: float = 2.0) -> None:
         super().__init__(name="sampler", daemon=True)
         self.supervisor, self.every = supervisor, every
-        self.samples: list[tuple[float, float, int]] = []  # (seconds, RSS MiB, open files)
+        # (seconds since started_at, RSS MiB, open files): on the same clock as the phases.
+        self.samples: list[tuple[float, float, int]] = []
         self.stopping = threading.Event()
-        self.started_at = time.monotonic()
+        self.started_at = started_at
 
     def run(self) -> None:
         while not self.stopping.wait(self.every):
@@ -196,6 +197,12 @@ class Sampler(threading.Thread):
                     rss += kib / 1024
                     files += len(os.listdir(f"/proc/{pid}/fd"))
             self.samples.append((time.monotonic() - self.started_at, rss, files))
+
+
+def write_samples(samples: list[tuple[float, float, int]], path: Path) -> None:
+    """The samples as CSV, to redraw or compare runs."""
+    rows = [f"{at:.1f},{rss:.1f},{files}" for at, rss, files in samples]
+    path.write_text("\n".join(["seconds,rss_mib,open_files", *rows]) + "\n")
 
 
 def chart(
