@@ -140,9 +140,11 @@ def scan_request(
 ) -> TopicRequest:
     """The topic as a CreateTopics request for its current state (see the module docstring)."""
     if sources is None:
-        named = sorted(topic.configs)  # which were set on the topic is not known
+        # Which were set on the topic is not known: every config named, judged on values only.
+        named, config_source = sorted(topic.configs), ConfigSource.SNAPSHOT
     else:
         named = sorted(n for n, source in sources.items() if source == SET_ON_TOPIC)
+        config_source = ConfigSource.CREATE
     request = create_request(
         topic.name,
         topic.partitions,
@@ -157,9 +159,8 @@ def scan_request(
         assignment=topic.assignment,
         generated_assignment=True,
         configs=topic.configs,
+        config_source=config_source,
     )
-    if sources is None:
-        requested = replace(requested, config_source=ConfigSource.SNAPSHOT)
     return replace(request, requested=requested)
 
 
