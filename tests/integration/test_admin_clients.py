@@ -129,7 +129,8 @@ def test_topic_lifecycle(admin: AdminHarness, broker: BrokerView, kafka: Any) ->
     assert created == [TopicOutcome(topic, OK)]
 
     settles(lambda: list(admin.describe_topics([topic, missing])), [topic])
-    info = admin.describe_topics([topic])[topic]
+    # Each call may meet another broker, whose metadata can still trail.
+    info = until(lambda: admin.describe_topics([topic]).get(topic))
     assert (len(info.partitions), info.replication_factor) == (2, 2)
     assert info.configs["retention.ms"].value == "3600000"
     assert info.configs["retention.ms"].source == "DYNAMIC_TOPIC_CONFIG"
