@@ -43,6 +43,7 @@ PORT_BASE = 20092  # cluster: 20092-20691
 BOOTSTRAP_PORT, NODE_PORT_BASE, ADMIN_PORT = 20700, 20710, 20790
 RECORDS, TARGET, PROTECTED = "soak.records", "soak.admin-target", "payments.soak"
 JAVA_TAG = 7
+STATE_TIMEOUT_S = 5.0  # the proxy's cluster-state request timeout
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Shape:
 
 
 FULL = Shape(500, 50, 50, 1000, 500, (3, 2, 1), 10, 20, 30, 120, 60)
-QUICK = Shape(100, 10, 20, 300, 200, (2,), 5, 10, 15, 20, 5)
+QUICK = Shape(50, 5, 10, 200, 100, (2,), 5, 20, 15, 15, 3)
 
 
 def log(message: str) -> None:
@@ -174,7 +175,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     launcher = load_launcher()
-    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=PORT_BASE)
+    kafka = launcher.LocalKafka(
+        work / "cluster", brokers=3, port_base=PORT_BASE, light_jvm=args.quick
+    )
     phase = traffic.Phase()
     tally = traffic.Tally()
     phases: list[tuple[float, str]] = []
@@ -218,7 +221,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "cluster_state": {
                     "bootstrap_servers": [f"127.0.0.1:{relay_port}"],
                     "ttl_s": 1.0,
-                    "request_timeout_s": 3.0,
+                    "request_timeout_s": STATE_TIMEOUT_S,
                 },
             },
         )
@@ -294,7 +297,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fault("election", lambda: faults.elect_leaders(kafka, log))
 
         def hang() -> None:
-            phase.state_unreadable_until = time.monotonic() + shape.hang_s + 3.0 + 5.0
+            phase.state_unreadable_until = time.monotonic() + shape.hang_s + STATE_TIMEOUT_S + 5.0
             on_loop(relay.hang(shape.hang_s)).result(shape.hang_s + 30)
 
         fault("state-hang", hang)
@@ -437,7 +440,8 @@ def failures(report: dict[str, Any]) -> list[str]:
     if report["misordered_responses"]:
         found.append(f"misordered responses: {report['misordered_responses']}")
     if report["wrong_decision_count"]:
-        found.append(f"wrong decisions: {report['wrong_decision_count']}")
+        first = "; ".join(report["wrong_decisions"][:3])
+        found.append(f"wrong decisions: {report['wrong_decision_count']} (first: {first})")
     if not report["fail_closed_denials_during_hang"]:
         found.append("no decision failed closed while the cluster state hung")
     if report["reload_mismatches"] or not report["reloads"]:

@@ -74,6 +74,7 @@ def rolling_restart(kafka: Any, nodes: Sequence[int], log: Any) -> None:
     for node in nodes:
         log(f"rolling restart: stopping node {node}")
         kafka.stop_broker(node)
+        log(f"rolling restart: node {node} stopped, starting it")
         time.sleep(2)
         kafka.start_broker(node, timeout=180)
         log(f"rolling restart: node {node} is back")

@@ -330,8 +330,9 @@ async def admin_traffic(
 
     A policy-denied topic must get POLICY_VIOLATION, always. An allowed one must not, except
     while the cluster state cannot be read (`Phase.state_unreadable_until`), when the proxy
-    must deny it under `cluster-state` (fail closed). Broker errors (a broker restarting)
-    are counted, not judged.
+    may deny it under `cluster-state` (fail closed). Those denials, of either kind of topic,
+    are counted: a hang must produce some. Broker errors (a broker restarting) are counted,
+    not judged.
     """
     target, protected = topics.target, topics.protected
     previous: str | None = None
@@ -414,17 +415,22 @@ def _judge(
             tally.wrong_decisions.append(f"{api}: an answer for {topic!r}, which was not asked")
             continue
         denied = code == POLICY_VIOLATION
-        if not allowed and not denied:
-            tally.wrong_decisions.append(f"{api}: {topic} was not denied (error code {code})")
+        unreadable = time.monotonic() < phase.state_unreadable_until
+        # DeleteRecords answers carry no message: only an allowed one's denial is known to be
+        # the state's doing.
+        said = "[cluster-state]" in message if message is not None else allowed
+        fail_closed = denied and said
+        if unreadable and fail_closed:
+            # Either expectation: the proxy could not read the state, so it refused.
+            tally.fail_closed_denials += 1
+        elif not allowed and not denied:
+            tally.wrong_decisions.append(
+                f"{api}: {topic} was not denied in phase {phase.name} (error code {code})"
+            )
         elif allowed and denied:
-            unreadable = time.monotonic() < phase.state_unreadable_until
-            cluster_state = message is None or "[cluster-state]" in message
-            if unreadable and cluster_state:
-                tally.fail_closed_denials += 1
-            else:
-                tally.wrong_decisions.append(
-                    f"{api}: {topic} was denied in phase {phase.name}: {message}"
-                )
+            tally.wrong_decisions.append(
+                f"{api}: {topic} was denied in phase {phase.name}: {message}"
+            )
         elif allowed and code != 0:
             tally.broker_errors[f"{api}:{code}"] += 1
 
