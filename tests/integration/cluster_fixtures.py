@@ -42,7 +42,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real 3-broker KRaft cluster (scripts/local_kafka.py); its logs are kept on failure."""
     cluster = launcher.LocalKafka(
-        tmp_path_factory.mktemp("kafka") / "cluster", brokers=3, port_base=CLUSTER_PORT_BASE
+        tmp_path_factory.mktemp("kafka") / "cluster",
+        brokers=3,
+        port_base=CLUSTER_PORT_BASE,
+        light_jvm=True,
     )
     cluster.up(timeout=180)
     try:

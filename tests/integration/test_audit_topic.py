@@ -41,7 +41,10 @@ PORTS = {"open": (28400, 28410, 28420), "closed": (28430, 28440, 28450)}
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Two brokers, and the audit topic with its only replica on broker 2."""
     kafka = load_launcher().LocalKafka(
-        tmp_path_factory.mktemp("audit-kafka") / "cluster", brokers=2, port_base=PORT_BASE
+        tmp_path_factory.mktemp("audit-kafka") / "cluster",
+        brokers=2,
+        port_base=PORT_BASE,
+        light_jvm=True,
     )
     kafka.up(timeout=180)
     try:

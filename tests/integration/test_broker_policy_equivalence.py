@@ -60,6 +60,7 @@ def policy_cluster(jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         tmp_path_factory.mktemp("policy-cluster") / "cluster",
         brokers=3,
         port_base=POLICY_CLUSTER_PORT_BASE,
+        light_jvm=True,
         broker_props={
             "create.topic.policy.class.name": REFERENCE_CLASS,
             "alter.config.policy.class.name": REFERENCE_CLASS,

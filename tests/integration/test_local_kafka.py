@@ -42,7 +42,9 @@ lk = _load_launcher()
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["lk.LocalKafka"]:
-    kafka = lk.LocalKafka(tmp_path_factory.mktemp("kafka") / "cluster", port_base=PORT_BASE)
+    kafka = lk.LocalKafka(
+        tmp_path_factory.mktemp("kafka") / "cluster", port_base=PORT_BASE, light_jvm=True
+    )
     try:
         kafka.up(timeout=120)
         yield kafka
@@ -206,7 +208,11 @@ def test_down_stops_every_jvm_and_frees_the_ports(cluster: "lk.LocalKafka") -> N
 
 def test_advertised_port_override(tmp_path: Path) -> None:
     kafka = lk.LocalKafka(
-        tmp_path / "single", brokers=1, port_base=SINGLE_PORT_BASE, advertise_ports={1: 27599}
+        tmp_path / "single",
+        brokers=1,
+        port_base=SINGLE_PORT_BASE,
+        advertise_ports={1: 27599},
+        light_jvm=True,
     )
     try:
         assert kafka.up(timeout=120) == f"{HOST}:{SINGLE_PORT_BASE}"
