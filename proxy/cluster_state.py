@@ -83,7 +83,7 @@ class _Unavailable(Exception):
 
     def __init__(self, message: str, *, retry: bool = False) -> None:
         super().__init__(message)
-        self.retry = retry  # a reused connection broke: one more try on a new one may work
+        self.retry = retry  # the connection broke: one more try on a new one may work
 
 
 class ClusterStateReader:
@@ -364,7 +364,7 @@ class ClusterStateReader:
         return values
 
     async def _read(self, what: str, fetch: Callable[[], Awaitable[V]]) -> V:
-        """Run `fetch`, once more if a reused connection broke; any failure names `what`."""
+        """Run `fetch`, once more if its connection broke; any failure names `what`."""
         try:
             try:
                 return await fetch()
@@ -500,8 +500,11 @@ class ClusterStateReader:
             address = self._address
             await self._disconnect(client)
             name = type(message).__name__.removesuffix("Request")
-            # A timeout is not retried: the caller has waited long enough.
-            retry = reused and not isinstance(exc, (TimeoutError, CodecError))
+            # A timeout is not retried: the caller has waited long enough. A broken connection
+            # is, once: a reused one may have gone stale, and a fresh one may have met a
+            # broker that is stopping or starting while another server is there to try.
+            broken = not isinstance(exc, (TimeoutError, CodecError))
+            retry = broken and (reused or len(self._bootstrap) > 1)
             raise _Unavailable(
                 f"{name} to {address} failed: {_describe(exc)}", retry=retry
             ) from None

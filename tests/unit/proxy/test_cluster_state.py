@@ -353,6 +353,49 @@ async def test_after_a_failure_the_next_bootstrap_server_is_used(
     assert (broken.connections, healthy.connections) == (1, 1)
 
 
+async def test_a_server_that_closes_without_answering_is_passed_over_in_the_same_read(
+    brokers: Callable[..., Any],
+) -> None:
+    # As a broker that is stopping or starting does: the read goes on to the next server.
+    broken = await brokers(answers(), close_after=0)
+    healthy = await brokers(answers())
+    reader = ClusterStateReader([broken.address, healthy.address], ttl_s=0)
+    try:
+        cluster = await reader.snapshot({Fact.BROKER_COUNT})
+    finally:
+        await reader.close()
+    assert cluster.broker_count() == 1
+    assert (broken.connections, healthy.connections) == (1, 1)
+
+
+async def test_a_read_fails_closed_when_each_of_two_servers_closes_without_answering(
+    brokers: Callable[..., Any],
+) -> None:
+    first = await brokers(answers(), close_after=0)
+    second = await brokers(answers(), close_after=0)
+    reader = ClusterStateReader([first.address, second.address], ttl_s=0)
+    try:
+        with pytest.raises(ClusterStateUnavailable, match=r"Metadata to \S+ failed"):
+            await reader.snapshot({Fact.BROKER_COUNT})
+    finally:
+        await reader.close()
+    assert (first.connections, second.connections) == (1, 1)
+
+
+async def test_a_single_server_that_closes_without_answering_is_not_asked_twice(
+    brokers: Callable[..., Any],
+) -> None:
+    # With one server, nowhere else to go: once is enough (a TLS listener, say).
+    broken = await brokers(answers(), close_after=0)
+    reader = ClusterStateReader([broken.address], ttl_s=0)
+    try:
+        with pytest.raises(ClusterStateUnavailable, match=r"Metadata to \S+ failed"):
+            await reader.snapshot({Fact.BROKER_COUNT})
+    finally:
+        await reader.close()
+    assert broken.connections == 1
+
+
 async def test_a_connection_the_broker_closed_is_replaced_once(
     brokers: Callable[..., Any],
 ) -> None:
