@@ -203,8 +203,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             (host, int(port))
             for host, _, port in (hp.rpartition(":") for hp in kafka.bootstrap_servers.split(","))
         ]
-        relay = faults.StateRelay(brokers)
-        relay_port = on_loop(relay.start()).result(10)
+        # One relay per broker, so the proxy's bootstrap list has three servers, as it would.
+        relays = [faults.StateRelay([broker]) for broker in brokers]
+        relay_ports = [on_loop(relay.start()).result(10) for relay in relays]
         policy = work / "policy.yaml"
         shutil.copy(ROOT / "examples" / "policy.yaml", policy)
         (work / "proxy").mkdir()
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "admin": {"bind_host": "127.0.0.1", "port": ADMIN_PORT},
                 "audit": {"file": str(work / "audit.jsonl")},
                 "cluster_state": {
-                    "bootstrap_servers": [f"127.0.0.1:{relay_port}"],
+                    "bootstrap_servers": [f"127.0.0.1:{p}" for p in relay_ports],
                     "ttl_s": 1.0,
                     "request_timeout_s": STATE_TIMEOUT_S,
                 },
@@ -298,7 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def hang() -> None:
             phase.state_unreadable_until = time.monotonic() + shape.hang_s + STATE_TIMEOUT_S + 5.0
-            on_loop(relay.hang(shape.hang_s)).result(shape.hang_s + 30)
+            on_loop(faults.hang_all(relays, shape.hang_s)).result(shape.hang_s + 30)
 
         fault("state-hang", hang)
 

@@ -69,6 +69,11 @@ class StateRelay:
             writer.close()
 
 
+async def hang_all(relays: Sequence[StateRelay], seconds: float) -> None:
+    """Hang every relay at once: no broker answers the proxy's cluster-state reads."""
+    await asyncio.gather(*(relay.hang(seconds) for relay in relays))
+
+
 def rolling_restart(kafka: Any, nodes: Sequence[int], log: Any) -> None:
     """Each node in turn: controlled shutdown (SIGTERM), start again, wait for every node."""
     for node in nodes:
