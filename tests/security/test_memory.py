@@ -233,11 +233,12 @@ def test_stalled_large_frames_stay_within_the_budget(
         denied.append(served(guarded.node_port(1)))
         # Stalled connections are closed until those left fit in the budget...
         left = closed_until(socks, FIT, STALL_S + 20)
-        # ...and those go too, stalled longest, once someone else needs the memory.
-        presser = stall_with_most_of_a_frame(BOOTSTRAP_PORT, None)
-        socks.append(presser)
+        # ...and those go too, stalled longest, once someone else needs the memory. Two
+        # pressers: one frame beside a single survivor would still fit in the budget.
+        pressers = [stall_with_most_of_a_frame(BOOTSTRAP_PORT, None) for _ in range(2)]
+        socks.extend(pressers)
         closed_until(left, 0, STALL_S + 20)
-        for sock in socks[:-1]:
+        for sock in socks[: -len(pressers)]:
             assert logged_close(guarded, sock, "stalled while the memory budget is exhausted")
     finally:
         top = peak.stop()
