@@ -5,7 +5,15 @@ same jars as the cluster); latency from single librdkafka produce round trips.
 
 Usage: python bench/throughput.py [--records N] [--repeats R] [--latency-samples S]
                                  [--baseline TREE] [--mode plain|tls|workers]
+                                 [--peer kroxylicious] [--threads T] [--floor]
 Starts its own cluster (scripts/local_kafka.py) and proxy on ports 23092+ and 23400+.
+Each round runs every target once, the order rotated from round to round; ratios to direct
+are taken per round, then the median over rounds.
+`--peer kroxylicious`: Kroxylicious 0.12.0 with no filters (bench/peers/kroxylicious) on
+ports 23950+, with `-XX:ActiveProcessorCount=T` (its Netty worker threads); our proxy runs
+with T workers (one process when T is 1).
+`--floor`: a bare uvloop byte relay (bench/peers/relay.py) on ports 23900+, in front of a
+RELAY listener of each broker that advertises the relay's ports: the Python floor.
 `--baseline TREE` also runs the proxy from another checkout (e.g. the previous commit, from
 `git worktree add`) on ports 23600+, in the same rotation, so a change is measured against
 what it replaces in one run.
@@ -37,6 +45,9 @@ from tests.integration.support import ProxyProcess, load_launcher
 
 BASELINE_PORT = 23600
 WORKERS_PORT = 23800
+RELAY_PORT = 23900
+KROXYLICIOUS_PORT = 23950
+BROKERS = 3
 
 RECORD = b"x" * 1024
 QUIET = {"log_level": 3}
@@ -136,6 +147,27 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident memory (VmHWM) of a process plus its live children, in MB."""
+    children = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    total = 0
+    for one in [pid, *map(int, children)]:
+        for line in Path(f"/proc/{one}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def threads(pid: int) -> int:
+    """OS threads of a process plus its live children."""
+    children = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    return sum(len(list(Path(f"/proc/{one}/task").iterdir())) for one in [pid, *children])
+
+
 def tls_setup(work: Path, kafka: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The proxy's TLS sections, and per target: a client properties file and librdkafka
     settings (direct clients trust the cluster's CA, proxy clients the listener's)."""
@@ -185,112 +217,184 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def main() -> None:
-    """Run the benchmark and print a Markdown table plus the raw JSON."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--latency-samples", type=int, default=2000)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
-    parser.add_argument("--mode", choices=("plain", "tls", "workers"), default="plain")
-    args = parser.parse_args()
+class Relay:
+    """The byte-relay floor: bench/peers/relay.py, one port per broker plus a bootstrap port."""
 
-    launcher = load_launcher()
-    work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
-    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=23092)
-    kafka.up(timeout=180)
-    clients: dict[str, dict[str, Any]] = {}
-    direct = kafka.bootstrap_servers
+    def __init__(self, kafka: Any) -> None:
+        pairs = [f"{RELAY_PORT}:{kafka.relay_listener_port(1)}"]
+        pairs += [f"{RELAY_PORT + n}:{kafka.relay_listener_port(n)}" for n in range(1, BROKERS + 1)]
+        script = Path(__file__).resolve().parent / "peers" / "relay.py"
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), *pairs], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "relay ready":
+            raise RuntimeError("the relay did not start")
+        self.bootstrap = f"127.0.0.1:{RELAY_PORT}"
+
+    def stop(self) -> None:
+        """Stop the relay."""
+        self.process.terminate()
+        self.process.wait(10)
+
+
+def start_targets(
+    args: argparse.Namespace, work: Path, kafka: Any, proxies: dict[str, Any]
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Start the proxies into `proxies` (anything with .process, .bootstrap and .stop) by name;
+    return the direct bootstrap servers and the per-target client settings (TLS)."""
     if args.mode == "tls":
-        extra, tls_clients = tls_setup(work, kafka)
-        direct = kafka.ssl_bootstrap_servers
-        proxies = {"proxy": ProxyProcess(work, "", 23400, 23500, extra)}
-        clients = {"direct": tls_clients["direct"], "proxy": tls_clients["proxy"]}
-    else:
-        proxies = {"proxy": ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500)}
+        extra, clients = tls_setup(work, kafka)
+        proxies["proxy"] = ProxyProcess(work, "", 23400, 23500, extra)
+        return kafka.ssl_bootstrap_servers, clients
+    ours = {"workers": args.threads} if args.threads > 1 else None
+    proxies["proxy"] = ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500, ours)
     if args.mode == "workers":
         two = work / "two-workers"
         two.mkdir()
         proxies["proxy-2-workers"] = ProxyProcess(
             two, kafka.bootstrap_servers, WORKERS_PORT, WORKERS_PORT + 100, {"workers": 2}
         )
+    if args.floor:
+        proxies["relay"] = Relay(kafka)
+    if args.peer == "kroxylicious":
+        from peers.kroxylicious.peer import KroxyliciousProcess
+
+        proxies["kroxylicious"] = KroxyliciousProcess(
+            work, kafka.bootstrap_servers, KROXYLICIOUS_PORT, range(1, BROKERS + 1), args.threads
+        )
     if args.baseline is not None:
         proxies["baseline"] = baseline_proxy(work, kafka.bootstrap_servers, args.baseline)
-    targets = {"direct": direct, **{n: p.bootstrap for n, p in proxies.items()}}
-    results: dict[str, dict[str, list[float]]] = {
-        t: {"produce_rps": [], "consume_rps": [], "latency_ms": [], "cpu_s_per_gb": []}
-        for t in targets
-    }
+    return kafka.bootstrap_servers, {}
+
+
+def main() -> None:
+    """Run the benchmark and print Markdown tables plus the raw JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--latency-samples", type=int, default=2000)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
+    parser.add_argument("--mode", choices=("plain", "tls", "workers"), default="plain")
+    parser.add_argument("--peer", choices=("kroxylicious",), help="a peer proxy run alongside")
+    parser.add_argument("--threads", type=int, default=1, help="our workers = the peer's threads")
+    parser.add_argument("--floor", action="store_true", help="run the byte-relay floor alongside")
+    args = parser.parse_args()
+    if args.mode == "tls" and (args.peer or args.floor or args.threads > 1):
+        parser.error("--mode tls runs only our proxy")
+
+    launcher = load_launcher()
+    work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
+    relay_ports = {n: RELAY_PORT + n for n in range(1, BROKERS + 1)} if args.floor else None
+    kafka = launcher.LocalKafka(
+        work / "cluster", brokers=BROKERS, port_base=23092, relay_ports=relay_ports
+    )
+    kafka.up(timeout=180)
+    proxies: dict[str, Any] = {}
     try:
-        for target, bootstrap in targets.items():  # warm-up: JIT, connections, page cache
-            client = clients.get(target, {})
-            topic = create_topic(bootstrap, args.partitions, client)
-            perf_produce(kafka, bootstrap, topic, args.records // 5, client.get("properties"))
-        for repeat in range(args.repeats):
-            for target, bootstrap in targets.items():
-                client = clients.get(target, {})
-                config = client.get("properties")
-                topic = create_topic(bootstrap, args.partitions, client)
-                r = results[target]
-                pid = proxies[target].process.pid if target in proxies else None
-                before = 0.0 if pid is None else cpu_seconds(pid)
-                r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records, config))
-                r["consume_rps"].append(perf_consume(kafka, bootstrap, topic, args.records, config))
-                if pid is not None:
-                    moved_gb = 2 * args.records * len(RECORD) / 1e9  # produced, then consumed
-                    r["cpu_s_per_gb"].append((cpu_seconds(pid) - before) / moved_gb)
-                lat_topic = create_topic(bootstrap, 1, client)
-                r["latency_ms"] += produce_latency(
-                    bootstrap, lat_topic, args.latency_samples, client.get("librdkafka")
-                )
-                print(
-                    f"repeat {repeat + 1} {target}: produce {r['produce_rps'][-1]:,.0f}/s "
-                    f"consume {r['consume_rps'][-1]:,.0f}/s",
-                    file=sys.stderr,
-                )
+        direct, clients = start_targets(args, work, kafka, proxies)
+        targets = {"direct": direct, **{n: p.bootstrap for n, p in proxies.items()}}
+        results = run_rounds(args, kafka, targets, proxies, clients)
     finally:
         for proxy in proxies.values():
             proxy.stop()
         kafka.down()
+    report(args, results, proxies)
 
-    rows = {}
-    for target, r in results.items():
-        produce_rps = statistics.median(r["produce_rps"])
-        consume_rps = statistics.median(r["consume_rps"])
-        rows[target] = {
-            "produce_rps": produce_rps,
-            "produce_mbs": produce_rps * len(RECORD) / 1e6,
-            "consume_rps": consume_rps,
-            "consume_mbs": consume_rps * len(RECORD) / 1e6,
-            "p50_ms": percentile(r["latency_ms"], 50),
-            "p99_ms": percentile(r["latency_ms"], 99),
-        }
-    d = rows["direct"]
+
+def run_rounds(
+    args: argparse.Namespace,
+    kafka: Any,
+    targets: dict[str, str],
+    proxies: dict[str, Any],
+    clients: dict[str, dict[str, Any]],
+) -> dict[str, dict[str, list[float]]]:
+    """Warm every target up, then run the rounds, each in a rotated order."""
+    keys = ("produce_rps", "consume_rps", "latency_ms", "cpu_s_per_gb", "peak_rss_mb", "threads")
+    results: dict[str, dict[str, list[float]]] = {t: {k: [] for k in keys} for t in targets}
+    for target, bootstrap in targets.items():  # warm-up: JIT, connections, page cache
+        client = clients.get(target, {})
+        topic = create_topic(bootstrap, args.partitions, client)
+        perf_produce(kafka, bootstrap, topic, args.records // 5, client.get("properties"))
+    names = list(targets)
+    for repeat in range(args.repeats):
+        shift = repeat % len(names)
+        for target in names[shift:] + names[:shift]:
+            bootstrap = targets[target]
+            client = clients.get(target, {})
+            config = client.get("properties")
+            topic = create_topic(bootstrap, args.partitions, client)
+            r = results[target]
+            pid = proxies[target].process.pid if target in proxies else None
+            before = 0.0 if pid is None else cpu_seconds(pid)
+            r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records, config))
+            r["consume_rps"].append(perf_consume(kafka, bootstrap, topic, args.records, config))
+            if pid is not None:
+                moved_gb = 2 * args.records * len(RECORD) / 1e9  # produced, then consumed
+                r["cpu_s_per_gb"].append((cpu_seconds(pid) - before) / moved_gb)
+            lat_topic = create_topic(bootstrap, 1, client)
+            r["latency_ms"] += produce_latency(
+                bootstrap, lat_topic, args.latency_samples, client.get("librdkafka")
+            )
+            if pid is not None:
+                r["peak_rss_mb"].append(peak_rss_mb(pid))
+                r["threads"].append(threads(pid))
+            print(
+                f"round {repeat + 1} {target}: produce {r['produce_rps'][-1]:,.0f}/s "
+                f"consume {r['consume_rps'][-1]:,.0f}/s",
+                file=sys.stderr,
+            )
+    return results
+
+
+def report(
+    args: argparse.Namespace, results: dict[str, dict[str, list[float]]], proxies: dict[str, Any]
+) -> None:
+    """Print the tables: rates and latency, per-round ratios to direct, CPU, memory, threads."""
+    d = results["direct"]
     print(
         "| path | produce rec/s | produce MB/s | consume rec/s | consume MB/s "
         "| produce p50 ms | produce p99 ms |"
     )
     print("|---|---|---|---|---|---|---|")
-    for target, r in rows.items():
+    for target, r in results.items():
+        produce, consume = statistics.median(r["produce_rps"]), statistics.median(r["consume_rps"])
         print(
-            f"| {target} | {r['produce_rps']:,.0f} | {r['produce_mbs']:.1f} | "
-            f"{r['consume_rps']:,.0f} | {r['consume_mbs']:.1f} | {r['p50_ms']:.2f} | "
-            f"{r['p99_ms']:.2f} |"
+            f"| {target} | {produce:,.0f} | {produce * len(RECORD) / 1e6:.1f} | {consume:,.0f} | "
+            f"{consume * len(RECORD) / 1e6:.1f} | {percentile(r['latency_ms'], 50):.2f} | "
+            f"{percentile(r['latency_ms'], 99):.2f} |"
         )
+    print(
+        "\n| proxy | produce / direct, median | per round | consume / direct, median "
+        "| per round | p50 added ms |"
+    )
+    print("|---|---|---|---|---|---|")
     for name in proxies:
-        p = rows[name]
+        r = results[name]
+        ratios = {
+            k: [a / b for a, b in zip(r[k], d[k], strict=True)]
+            for k in ("produce_rps", "consume_rps")
+        }
+        added = percentile(r["latency_ms"], 50) - percentile(d["latency_ms"], 50)
         print(
-            f"| {name}/direct | {p['produce_rps'] / d['produce_rps']:.2f} | | "
-            f"{p['consume_rps'] / d['consume_rps']:.2f} | | {p['p50_ms'] - d['p50_ms']:+.2f} | "
-            f"{p['p99_ms'] - d['p99_ms']:+.2f} |"
+            f"| {name} | {statistics.median(ratios['produce_rps']):.2f} | "
+            f"{', '.join(f'{x:.2f}' for x in ratios['produce_rps'])} | "
+            f"{statistics.median(ratios['consume_rps']):.2f} | "
+            f"{', '.join(f'{x:.2f}' for x in ratios['consume_rps'])} | {added:+.2f} |"
         )
-    print("\n| proxy | CPU s per GB moved (produce + consume), median | per round |")
-    print("|---|---|---|")
+    print(
+        "\n| proxy | CPU s per GB moved (produce + consume), median | per round "
+        "| peak RSS MB | threads |"
+    )
+    print("|---|---|---|---|---|")
     for name in proxies:
-        cpu = results[name]["cpu_s_per_gb"]
-        rounds = ", ".join(f"{c:.2f}" for c in cpu)
-        print(f"| {name} | {statistics.median(cpu):.2f} | {rounds} |")
+        r = results[name]
+        cpu = r["cpu_s_per_gb"]
+        print(
+            f"| {name} | {statistics.median(cpu):.2f} | {', '.join(f'{c:.2f}' for c in cpu)} | "
+            f"{max(r['peak_rss_mb']):.0f} | {max(r['threads']):.0f} |"
+        )
     print(json.dumps({"args": vars(args), "raw": results}, default=str), file=sys.stderr)
 
 

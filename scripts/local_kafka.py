@@ -444,11 +444,12 @@ class LocalKafka:
         advertise_ports: Mapping[int, int] | None = None,
         extra_jars: Sequence[Path] = (),
         light_jvm: bool = False,
+        relay_ports: Mapping[int, int] | None = None,
     ) -> None:
         if not 1 <= brokers <= MAX_NODE_ID:
             raise ValueError(f"brokers must be between 1 and {MAX_NODE_ID}")
-        if not 1024 <= port_base <= 65535 - 600:
-            raise ValueError("port_base must leave room for base..base+599 in 1024..65535")
+        if not 1024 <= port_base <= 65535 - 700:
+            raise ValueError("port_base must leave room for base..base+699 in 1024..65535")
         self.directory = Path(directory).resolve()
         self.port_base = port_base
         self.kafka_version = kafka_version or default_kafka_version()
@@ -458,6 +459,10 @@ class LocalKafka:
         self.extra_jars: list[Path] = [Path(j).resolve() for j in extra_jars]
         # LIGHT_BROKER_JVM_OPTS instead of BROKER_JVM_OPTS (the test suite's clusters).
         self.light_jvm = light_jvm
+        # node id -> a port in front of the node's RELAY listener (base+600+id-1), which
+        # advertises that port: clients bootstrapped there see only relay ports (the bench's
+        # byte-relay floor).
+        self.relay_ports: dict[int, int] = dict(relay_ports or {})
         self.cluster_id: str | None = None
         self._initial_brokers = brokers
         # Replication factor of internal topics, fixed at `up` so added brokers agree with it.
@@ -492,6 +497,7 @@ class LocalKafka:
         self.broker_props = dict(state.get("broker_props", {}))
         self._internal_rf = int(state.get("internal_rf", min(3, len(nodes))))
         self.advertise_ports = {int(k): int(v) for k, v in state.get("advertise_ports", {}).items()}
+        self.relay_ports = {int(k): int(v) for k, v in state.get("relay_ports", {}).items()}
         self.extra_jars = [Path(j) for j in state.get("extra_jars", [])]
         self._nodes = nodes
 
@@ -505,6 +511,7 @@ class LocalKafka:
             "broker_props": self.broker_props,
             "internal_rf": self._internal_rf,
             "advertise_ports": {str(k): v for k, v in self.advertise_ports.items()},
+            "relay_ports": {str(k): v for k, v in self.relay_ports.items()},
             "extra_jars": [str(j) for j in self.extra_jars],
             "nodes": [node.to_json() for node in sorted(self._nodes.values(), key=_node_key)],
         }
@@ -533,6 +540,10 @@ class LocalKafka:
     def controller_port(self) -> int:
         """The port of the single KRaft controller (node 1)."""
         return self.port_base + 200
+
+    def relay_listener_port(self, node_id: int) -> int:
+        """The port of a node's RELAY listener (only with `relay_ports`)."""
+        return self.port_base + 600 + node_id - 1
 
     @property
     def bootstrap_servers(self) -> str:
@@ -758,6 +769,9 @@ class LocalKafka:
         if node.controller_port is not None:
             listeners.append(f"CONTROLLER://{HOST}:{node.controller_port}")
         advertised = [f"PLAINTEXT://{HOST}:{node.advertised_port}", *client_listeners[1:]]
+        if node.node_id in self.relay_ports:
+            listeners.append(f"RELAY://{HOST}:{self.relay_listener_port(node.node_id)}")
+            advertised.append(f"RELAY://{HOST}:{self.relay_ports[node.node_id]}")
         plain_users = " ".join(f'user_{u}="{p}"' for u, p in SCRAM_USERS.items())
         scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
         tls = self.directory / "tls"
@@ -770,7 +784,7 @@ class LocalKafka:
             "advertised.listeners": ",".join(advertised),
             "listener.security.protocol.map": (
                 "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,"
-                "MTLS:SSL,CONTROLLER:PLAINTEXT"
+                "MTLS:SSL,CONTROLLER:PLAINTEXT,RELAY:PLAINTEXT"
             ),
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),

@@ -1,0 +1,1 @@
+"""Other proxies the bench runs beside ours: Kroxylicious, and a bare byte relay as the floor."""
