@@ -290,11 +290,13 @@ class ClientConnection(asyncio.Protocol):
 
     def drain(self) -> None:
         """Stop reading requests; close once every response owed has been written."""
-        self.pause("draining")
         if self._pipeline is None:
+            self.pause("draining")
             self.close()
-        else:
-            self.act(self._pipeline.drain())
+            return
+        if not self._pipeline.sending:  # else the pipeline stops reading after that request
+            self.pause("draining")
+        self.act(self._pipeline.drain())
 
     def abort(self) -> None:
         """Drop the connection without waiting."""

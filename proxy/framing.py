@@ -28,6 +28,17 @@ class FrameSplitter:
         """Bytes of an incomplete frame held back."""
         return len(self._buffer)
 
+    def head(self, n: int) -> bytes:
+        """The first n bytes of the incomplete frame held back (fewer if fewer are held)."""
+        return bytes(self._buffer[:n])
+
+    def take(self) -> tuple[int, memoryview]:
+        """Hand over the incomplete frame held back: its whole size (prefix included), and the
+        bytes of it held so far. The splitter starts afresh after the frame's last byte."""
+        size = SIZE + int.from_bytes(self._buffer[:SIZE], "big")
+        held, self._buffer = self._buffer, bytearray()
+        return size, memoryview(held)
+
     def feed(self, data: Buffer) -> list[Buffer]:
         """Return the complete frames (size prefix included); raise ValueError on a bad size.
 

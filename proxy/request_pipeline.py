@@ -9,7 +9,8 @@ carries out the actions it returns. It owns:
 - holds: while a request's decision is pending, later requests wait, so the broker sees this
   connection's requests in order;
 - acks=0 Produce: forwarded, no response expected;
-- streaming: a large response that needs no hook goes to the client as it arrives.
+- streaming: a large response that needs no hook goes to the client as it arrives, and so does
+  a large request no filter handles (Produce, mostly), once its header has been checked.
 After a close, nothing more is evaluated, from the same read or later.
 """
 
@@ -48,6 +49,9 @@ from proxy.framing import SIZE, Buffer, FrameSplitter, framed
 # The request header up to the client id's length: size, api key, version, correlation id.
 _CLIENT_ID_LENGTH = struct.Struct(">h")
 _CLIENT_ID_AT = SIZE + 8
+# An incomplete request frame is streamed to the broker once this much of it is held: enough
+# for any header and a Produce's acks, so it is judged as a whole frame would be.
+STREAM_REQUEST_AFTER = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,7 @@ class RequestPipeline:
         self._holding = True  # until the broker is connected
         self._deciding = False
         self._streaming = 0  # bytes of the current response still to pass straight through
+        self._sending = 0  # bytes of the current request still to pass straight to the broker
         self._draining = False
         self.closed = False
         self._to_broker: list[Buffer] = []
@@ -169,8 +174,13 @@ class RequestPipeline:
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes of an incomplete request frame."""
-        return self._requests.pending
+        """Bytes of an incomplete request frame held, or still to come of one being streamed."""
+        return self._requests.pending + self._sending
+
+    @property
+    def sending(self) -> bool:
+        """A request is being streamed to the broker: the rest of it must still be read."""
+        return self._sending > 0
 
     @property
     def buffered_bytes(self) -> int:
@@ -190,8 +200,20 @@ class RequestPipeline:
         """Bytes from the client."""
         if self.closed:
             return []
+        view = memoryview(data)
+        if self._sending:
+            n = min(self._sending, len(view))
+            self._to_broker.append(view[:n])
+            self._sending -= n
+            view = view[n:]
+            if self._draining and not self._sending:
+                # The request read on past the drain is complete: read nothing after it.
+                self._effects.append(StopReading())
+                if not self._owed:
+                    self._close(None)
+                return self._actions()
         try:
-            frames = self._requests.feed(data)
+            frames = self._requests.feed(view)
         except ValueError as exc:
             self._close("bad frame size", detail=str(exc))
             return self._actions()
@@ -203,6 +225,8 @@ class RequestPipeline:
                 self._held_bytes += len(frame)
             else:
                 self._request(frame)
+        if self._requests.pending >= STREAM_REQUEST_AFTER and not (self._holding or self.closed):
+            self._stream_request()
         return self._actions()
 
     def decided(self, ctx: RequestContext, verdict: Verdict) -> list[Action]:
@@ -266,7 +290,7 @@ class RequestPipeline:
     def drain(self) -> list[Action]:
         """Shutting down: close once every response owed has been written."""
         self._draining = True
-        if not self.closed and not self._owed and not self._streaming:
+        if not self.closed and not self._owed and not self._streaming and not self._sending:
             self._close(None)
         return self._actions()
 
@@ -292,10 +316,7 @@ class RequestPipeline:
             self._close("unsupported API or version", api_key=key, api_version=header.api_version)
             return
         if not self._chain.handles(key):
-            if key == PRODUCE and _acks_zero(frame, header):
-                self._to_broker.append(frame)
-            else:
-                self._forward(header, frame, None)
+            self._pass(header, frame, _acks_zero(frame, header))
             return
         ctx = RequestContext(
             self.connection_id,
@@ -313,6 +334,32 @@ class RequestPipeline:
             self._holding = self._deciding = True
             self._effects.append(StopReading())
             self._effects.append(AwaitDecision(ctx, verdict))
+
+    def _pass(self, header: RequestHeader, frame: Buffer, acks_zero: bool) -> None:
+        # No filter handles it: forwarded untouched, and a response is owed unless acks=0.
+        if acks_zero:
+            self._to_broker.append(frame)
+        else:
+            self._forward(header, frame, None)
+
+    def _stream_request(self) -> None:
+        # A large request no filter handles goes on as it arrives instead of being buffered
+        # whole. Anything doubtful (an unsupported version, a header or acks that do not
+        # parse) waits to be judged as a whole frame.
+        head = self._requests.head(STREAM_REQUEST_AFTER)
+        try:
+            header = _peek(head)
+            acks_zero = header.api_key == PRODUCE and produce_acks(head, header) == 0
+        except CodecError:
+            return
+        key = header.api_key
+        if self._chain.handles(key) or not supports(key, header.api_version):
+            return
+        if self._observe is not None:
+            self._observe(key, header.api_version)
+        size, held = self._requests.take()
+        self._sending = size - len(held)
+        self._pass(header, held, acks_zero)
 
     def _apply(self, ctx: RequestContext, verdict: Verdict) -> None:
         if isinstance(verdict, Close):
@@ -408,7 +455,7 @@ class RequestPipeline:
             assert frame is not None
             self._queued_bytes -= len(frame)
             out.append(frame)
-        if self._draining and not owed:
+        if self._draining and not owed and not self._sending:
             self._close(None)
 
     # --- output ----------------------------------------------------------------------------
@@ -441,6 +488,8 @@ def _peek(frame: Buffer) -> RequestHeader:
 
 
 def _acks_zero(frame: Buffer, header: RequestHeader) -> bool:
+    if header.api_key != PRODUCE:
+        return False
     try:
         return produce_acks(frame, header) == 0  # type: ignore[arg-type]
     except CodecError:

@@ -21,6 +21,7 @@ from proxy.filter import (
 from proxy.filter_chain import FilterChain
 from proxy.framing import framed
 from proxy.request_pipeline import (
+    STREAM_REQUEST_AFTER,
     Action,
     AwaitDecision,
     AwaitResponse,
@@ -61,14 +62,16 @@ class Scripted(Filter):
         self.closed.append(connection_id)
 
 
-def pipeline(*filters: Filter, connected: bool = True) -> RequestPipeline:
+def pipeline(
+    *filters: Filter, connected: bool = True, max_frame_bytes: int = 4096
+) -> RequestPipeline:
     p = RequestPipeline(
         FilterChain(filters),
         connection_id=7,
         listener="bootstrap",
         client_address="10.0.0.7:50000",
         principal="User:ANONYMOUS",
-        max_frame_bytes=4096,
+        max_frame_bytes=max_frame_bytes,
     )
     if connected:
         assert p.broker_connected() == []
@@ -275,3 +278,91 @@ def test_buffered_bytes_counts_partial_frames_held_requests_and_queued_replies()
     p.client_data(partial[10:])
     p.broker_data(response(FETCH, 3)[7:])
     assert p.buffered_bytes == 0
+
+
+def large_produce(correlation_id: int, acks: int = -1, size: int = 100_000) -> bytes:
+    """A Produce frame padded to `size` bytes after its acks (records the pipeline never reads)."""
+    produce = build(
+        request_class(0, 9), transactional_id=None, acks=acks, timeout=100, topic_data=()
+    )
+    frame = request_frame(0, 9, produce, correlation_id=correlation_id)
+    return framed(frame[4:], bytes(size))
+
+
+def streamed(*filters: Filter) -> RequestPipeline:
+    return pipeline(*filters, max_frame_bytes=1 << 20)
+
+
+def test_a_large_request_no_filter_handles_goes_to_the_broker_as_it_arrives() -> None:
+    p = streamed()
+    big = large_produce(1)
+    pieces = [
+        big[: STREAM_REQUEST_AFTER + 10],
+        big[STREAM_REQUEST_AFTER + 10 : 60_000],
+        big[60_000:],
+    ]
+    sent = b""
+    for piece in pieces:
+        sent += to_broker(p.client_data(piece))
+        assert sent == big[: len(sent)] and len(sent) > 0
+        assert p.buffered_bytes == 0  # nothing of it is held back
+    assert sent == big
+    assert p.pending_bytes == 0
+    out = p.broker_data(response(LIST_OFFSETS, 1))  # the response owed is the Produce's
+    assert correlation_ids(to_client(out)) == [1]
+
+
+def test_the_start_of_a_large_request_waits_until_its_header_can_be_judged() -> None:
+    p = streamed()
+    big = large_produce(1)
+    assert p.client_data(big[: STREAM_REQUEST_AFTER - 1]) == []
+    assert p.pending_bytes == STREAM_REQUEST_AFTER - 1
+    assert to_broker(p.client_data(big[STREAM_REQUEST_AFTER - 1 :])) == big
+
+
+def test_a_large_request_a_filter_handles_is_judged_whole() -> None:
+    watcher = Scripted(0, lambda ctx: Forward())
+    p = streamed(watcher)
+    big = large_produce(1)
+    assert to_broker(p.client_data(big[:50_000])) == b""
+    assert to_broker(p.client_data(big[50_000:])) == big
+    [ctx] = watcher.seen
+    assert bytes(ctx.frame) == big
+
+
+def test_a_streamed_acks_zero_produce_expects_no_response_and_the_next_request_follows() -> None:
+    p = streamed()
+    big = large_produce(1, acks=0)
+    assert to_broker(p.client_data(big[:10_000])) == big[:10_000]
+    actions = p.client_data(big[10_000:] + request(LIST_OFFSETS, 2))
+    assert to_broker(actions) == big[10_000:] + request(LIST_OFFSETS, 2)
+    assert to_client(p.broker_data(response(LIST_OFFSETS, 2))) == response(LIST_OFFSETS, 2)
+
+
+def test_a_large_request_behind_a_pending_decision_is_held_not_streamed() -> None:
+    pending = Pending()
+    p = streamed(Scripted(CREATE_TOPICS, lambda ctx: pending))
+    big = large_produce(2)
+    actions = p.client_data(request(CREATE_TOPICS, 1) + big[:20_000])
+    wait = next(a for a in actions if isinstance(a, AwaitDecision))
+    assert inspect.iscoroutine(wait.pending)
+    wait.pending.close()
+    assert to_broker(actions) == b""
+    assert to_broker(p.decided(wait.ctx, Forward())) == request(CREATE_TOPICS, 1)
+    # Once the hold is over, the large request streams from the next read on.
+    assert to_broker(p.client_data(big[20_000:30_000])) == big[:30_000]
+
+
+def test_draining_in_the_middle_of_a_streamed_request_reads_it_to_its_end_then_stops() -> None:
+    p = streamed()
+    big = large_produce(1)
+    p.client_data(big[:10_000])
+    assert p.sending
+    assert p.drain() == []
+    actions = p.client_data(big[10_000:] + request(LIST_OFFSETS, 2))
+    # The rest of the request goes; what follows it is not read as a new request.
+    assert to_broker(actions) == big[10_000:]
+    assert any(isinstance(a, StopReading) for a in actions)
+    actions = p.broker_data(response(LIST_OFFSETS, 1))
+    assert correlation_ids(to_client(actions)) == [1]
+    assert actions[-1] == CloseConnection(None)
