@@ -7,6 +7,9 @@ Cost per fact, on a cache miss (connection set-up and SASL not counted):
 - BROKER_DEFAULTS: one DescribeConfigs on the connected broker (plus one Metadata the first
   time on a connection, to learn the broker ids).
 
+After a topic change the proxy forwarded and the broker accepted, the topic's new state is
+cached where the request determines it (a config set: `changed`), and dropped otherwise.
+
 After the proxy forwards a broker config change, every read first waits until the connected
 broker shows it (one DescribeConfigs per poll): a broker applies a change a moment after the
 controller commits it, and a read before that would cache the old defaults and topic configs.
@@ -181,6 +184,16 @@ class ClusterStateReader:
     def invalidate(self, topic: str) -> None:
         """Forget what is cached about `topic` and the all-topics facts (it was just changed)."""
         self._forget(("topic", topic), topic=topic)
+
+    def changed(self, state: TopicState) -> None:
+        """The broker accepted a change whose outcome is `state`: cache it as read just now.
+
+        Whatever was cached or in flight about the topic is dropped first, so that no read
+        that started before the change can put the old state back.
+        """
+        self._forget(("topic", state.name), topic=state.name)
+        expires = asyncio.get_running_loop().time() + self._ttl
+        self._cache[("topic", state.name)] = (expires, state)
 
     def deleted(self, topic: str | None, topic_id: str | None) -> None:
         """The broker deleted this topic: until the entries expire, it is known to be absent.

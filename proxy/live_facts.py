@@ -9,7 +9,7 @@ from codec.topic_view import ConfigResourceItem
 from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
 from policy.engine import CompiledPolicy
 from policy.judge import NO_FACTS, BrokerConfigJudgement, FactQuery, Facts, Judgement, Verdict
-from policy.model import Fact, TopicRequest
+from policy.model import Fact, TopicRequest, TopicState
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
 
 # Pauses between fresh reads of a topic id nothing resolves: a topic just created reaches
@@ -77,6 +77,10 @@ class LiveFacts:
     def invalidate(self, topic: str) -> None:
         """The proxy forwarded a change to this topic: the next read must not use the cache."""
         self._reader.invalidate(topic)
+
+    def changed(self, state: TopicState) -> None:
+        """The broker accepted a change to this topic whose outcome is `state`."""
+        self._reader.changed(state)
 
     def deleted(self, topic: str | None, topic_id: str | None) -> None:
         """The broker deleted this topic: it is known to be absent (by name and by id)."""

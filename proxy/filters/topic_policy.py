@@ -8,24 +8,26 @@ Denied topics get synthetic results; so do topic ids the proxy cannot resolve (a
 UNKNOWN_TOPIC_ID, as a broker answers an id it does not know). The allowed ones go on as a
 reduced request (with what the policy's override actions changed rewritten into it), and the
 broker's response is merged with the synthetic results in the original order. What the
-broker then changed is dropped from the cluster-state cache.
+broker then changed is updated in the cluster-state cache where the request determines the
+outcome (a config set; proxy/changed_state.py), and dropped from it otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, Rewrite, SplitPlan, guarded_api
-from codec.guarded.configs import BROKER_RESOURCE
+from codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from codec.registry import encode
 from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
-from policy.model import Override
+from policy.model import Override, TopicState
 from policy.overrides import PARTITIONS
+from proxy.changed_state import state_after
 from proxy.decision_recorder import DecisionRecorder, Written
 from proxy.filter import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
 from proxy.framing import framed
@@ -105,20 +107,27 @@ class TopicPolicyFilter(Filter):
             for resource in resources:
                 denied.setdefault(resource.index, unaudited)
         plan = api.split(request, denied, self._legacy_error_code, rewrites)
-        names = [
-            verdict.request.name
-            for item, verdict in zip(judged, verdicts, strict=True)
-            if item.index not in plan.denied and verdict.request.name
-        ]
+        names = []
+        after: dict[str, TopicState] = {}
+        for item, verdict in zip(judged, verdicts, strict=True):
+            if item.index in plan.denied or not verdict.request.name:
+                continue
+            names.append(verdict.request.name)
+            assert verdict.decision is not None  # an undecided verdict is denied above
+            state = state_after(verdict.request, verdict.decision.overrides)
+            if state is not None:
+                after[verdict.request.name] = state
         if plan.forward is None:
             return Answer(api.merge(plan, None))
         if plan.forward is request:
             return Forward(
-                self._after(ctx, api, request, plan=None, names=names, validate_only=validate_only)
+                self._after(
+                    ctx, api, request, plan=None, names=names, validate_only=validate_only, to=after
+                )
             )
         reduced = framed(ctx.frame[4:offset], encode(plan.forward))
         hook = self._after(
-            ctx, api, plan.forward, plan=plan, names=names, validate_only=validate_only
+            ctx, api, plan.forward, plan=plan, names=names, validate_only=validate_only, to=after
         )
         return ForwardModified(reduced, hook)
 
@@ -158,20 +167,28 @@ class TopicPolicyFilter(Filter):
         plan: SplitPlan | None,
         names: Sequence[str],
         validate_only: bool,
+        to: Mapping[str, TopicState] | None = None,
     ) -> Callable[[bytes], bytes]:
-        """The response hook: forget what the broker changed, then merge a split answer."""
+        """The response hook: update or forget what the broker changed, then merge a split
+        answer. `to` holds the topics' states after the change, where the request tells them."""
         facts = self._facts
         version = ctx.api_version
         brokers = _broker_resources(api, forwarded)
+        known = to or {}
 
         def after(body: bytes) -> bytes:
             response = None
-            if plan is not None or ctx.api_key == DELETE_TOPICS or brokers:
+            if plan is not None or ctx.api_key == DELETE_TOPICS or brokers or known:
                 response = api.decode_response(version, body)
             if not validate_only:
-                # The broker may have changed these: the next decision must re-read them.
+                # The broker may have changed these: the next decision must not see them as
+                # they were. A change the broker accepted whose outcome is known is cached.
+                accepted = _accepted_topics(response) if known else set()
                 for name in names:
-                    facts.invalidate(name)
+                    if name in accepted and name in known:
+                        facts.changed(known[name])
+                    else:
+                        facts.invalidate(name)
                 if brokers:
                     facts.invalidate_broker_defaults(_accepted(brokers, response))
                 if response is not None and ctx.api_key == DELETE_TOPICS:
@@ -203,6 +220,15 @@ def _accepted(items: Sequence[ConfigResourceItem], response: Any) -> list[Config
         if r.error_code is ErrorCode.none
     }
     return [i for i in items if (i.resource_type, i.name) in done]
+
+
+def _accepted_topics(response: Any) -> set[str]:
+    """The topics a config change response answered without an error."""
+    return {
+        r.resource_name
+        for r in response.responses
+        if int(r.resource_type) == TOPIC_RESOURCE and r.error_code is ErrorCode.none
+    }
 
 
 def _forget_deleted(facts: LiveFacts, response: Any) -> None:

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.admin_clients import BrokerView, ConfluentAdmin, NewTopicSpec
+from tests.integration.admin_clients import BrokerView, ConfigOp, ConfluentAdmin, NewTopicSpec
 from tests.integration.support import ProxyProcess
 from tests.integration.test_admin_clients import until
 
@@ -28,6 +28,9 @@ rules:
     match: {topic_prefix: scratch.}
     deny: true
     message: scratch topics are not allowed
+  - name: cleanup-immutable
+    configs:
+      cleanup.policy: {immutable: true}
 """
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -77,6 +80,8 @@ def proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prox
             "policy": {"file": str(workdir / "policy.yaml"), "watch": False},
             "audit": {"file": str(workdir / "audit.jsonl")},
             "admin": {"bind_host": "127.0.0.1", "port": ADMIN_PORT},
+            # Long enough that an entry cannot expire between two requests of one test.
+            "cluster_state": {"ttl_s": 60},
         },
     )
     process.policy_path = workdir / "policy.yaml"
@@ -122,6 +127,32 @@ def test_counters_move_by_what_clients_did(proxy: ProxyProcess, kafka: Any) -> N
     assert moved("kpp_connections_total") >= 2  # bootstrap + a node, for the producer
     assert total(before, "kpp_connections_open") >= 1  # the admin client was connected then
     assert value(after, "kpp_upstream_connect_failures_total", listener="bootstrap") == 0
+
+
+def test_a_decision_after_an_accepted_config_change_sees_it_without_a_cluster_read(
+    proxy: ProxyProcess, kafka: Any
+) -> None:
+    topic = "orders.cached"
+    direct = BrokerView(kafka.bootstrap_servers)
+    admin = ConfluentAdmin(proxy.bootstrap)
+    assert [o.ok for o in admin.create_topics([NewTopicSpec(topic, 1, 1)])] == [True]
+    until(lambda: direct.describe(topic))
+    first = admin.incremental_alter_configs({topic: [ConfigOp("retention.ms", "SET", "7200000")]})
+    before = scrape()
+    second = admin.incremental_alter_configs({topic: [ConfigOp("retention.ms", "SET", "10800000")]})
+    after = scrape()
+    admin.close()
+    assert [o.ok for o in first + second] == [True, True]
+    # The first change's outcome was cached: the second decision read nothing from the cluster.
+    assert total(after, "kpp_cluster_state_requests_total", result="miss") == total(
+        before, "kpp_cluster_state_requests_total", result="miss"
+    )
+    [_, judged] = [e for e in proxy.audit_events() if e["topic"] == topic and e["api_key"] == 44]
+    current = judged["request"]["current"]
+    assert current["configs"]["retention.ms"] == "7200000"
+    assert "retention.ms" in current["overrides"]
+    # And the broker holds what the second change set.
+    until(lambda: direct.describe(topic).configs["retention.ms"].value == "10800000")
 
 
 def test_reloads_and_the_live_revision(proxy: ProxyProcess) -> None:

@@ -26,6 +26,7 @@ class FakeReader:
         self.unavailable = False
         self.asked: list[tuple[frozenset[Fact], frozenset[str]]] = []
         self.invalidated: list[str] = []
+        self.changed_states: list[Any] = []  # TopicStates cached after an accepted change
         self.deleted_topics: list[tuple[str | None, str | None]] = []
         self.forgotten_ids: list[str] = []
         self.defaults_invalidated = 0
@@ -41,6 +42,9 @@ class FakeReader:
 
     def invalidate(self, topic: str) -> None:
         self.invalidated.append(topic)
+
+    def changed(self, state: Any) -> None:
+        self.changed_states.append(state)
 
     def deleted(self, topic: str | None, topic_id: str | None) -> None:
         self.deleted_topics.append((topic, topic_id))

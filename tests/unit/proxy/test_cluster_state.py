@@ -6,6 +6,7 @@ import asyncio
 import base64
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from codec.header import peek_request_header, request_body_offset, response_head
 from codec.registry import decode_exact, encode, request_class
 from codec.topic_view import ConfigResourceItem
 from policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
-from policy.model import Fact
+from policy.model import ConfigMap, Fact
 from proxy.broker_defaults import TOPIC_ONLY_DEFAULTS, topic_defaults
 from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable, _shows
 from proxy.kafka_client import SaslAuthenticationError, SaslCredentials, ScramClient
@@ -457,6 +458,29 @@ async def test_invalidating_a_topic_drops_an_id_entry_that_resolved_to_it(
         await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
     finally:
         await reader.close()
+    assert broker.requests[asked:] == [3, 32]
+
+
+async def test_a_changed_topic_is_served_as_changed_without_a_round_trip(
+    brokers: Callable[..., Any],
+) -> None:
+    broker = await brokers(answers())
+    reader = ClusterStateReader([broker.address], ttl_s=60)
+    try:
+        before = await reader.snapshot({Fact.TOPIC_STATE}, topics=["orders"])
+        await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+        old = before.topic("orders")
+        assert old is not None
+        asked = len(broker.requests)
+        reader.changed(replace(old, configs=ConfigMap({"retention.ms": "5"})))
+        by_name = await reader.snapshot({Fact.TOPIC_STATE}, topics=["orders"])
+        assert len(broker.requests) == asked
+        # The id entry held the old state: it is read again, not served stale.
+        await reader.snapshot({Fact.TOPIC_STATE}, topic_ids=[str(TOPIC_ID)])
+    finally:
+        await reader.close()
+    changed = by_name.topic("orders")
+    assert changed is not None and changed.configs == {"retention.ms": "5"}
     assert broker.requests[asked:] == [3, 32]
 
 

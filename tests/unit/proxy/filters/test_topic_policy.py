@@ -13,7 +13,7 @@ from codec.registry import decode_exact, encode, request_class, response_class
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
-from policy.model import TopicState
+from policy.model import ConfigMap, TopicState
 from proxy.filter import Answer, Forward, ForwardModified
 from proxy.filters.topic_policy import TopicPolicyFilter
 from tests.messages import build
@@ -351,3 +351,77 @@ async def test_a_broker_config_change_the_broker_refused_is_not_awaited(records:
     assert verdict.hook(altered(42)) == altered(42)
     assert (reader.defaults_invalidated, reader.applied) == (1, [])
     assert records.read()[0]["decision"] == "allowed"
+
+
+ORDERS = TopicState(
+    "orders",
+    partitions=3,
+    replication_factor=3,
+    configs=ConfigMap({"retention.ms": "86400000", "cleanup.policy": "delete"}),
+    overrides=frozenset({"retention.ms"}),
+)
+SET, DELETE = 0, 1
+
+
+def alter_topic(*ops: tuple[str, int, str | None], api_version: int = 1) -> Any:
+    m = importlib.import_module(request_class(44, api_version).__module__)
+    configs = tuple(
+        build(m.AlterableConfig, name=n, config_operation=op, value=v) for n, op, v in ops
+    )
+    resource = build(
+        m.AlterConfigsResource, resource_type=2, resource_name="orders", configs=configs
+    )
+    return build(m.IncrementalAlterConfigsRequest, resources=(resource,), validate_only=False)
+
+
+def topic_altered(error_code: int = 0) -> bytes:
+    r = importlib.import_module(response_class(44, 1).__module__)
+    result = build(
+        r.AlterConfigsResourceResponse,
+        error_code=error_code,
+        error_message=None,
+        resource_type=2,
+        resource_name="orders",
+    )
+    return encode(build(r.IncrementalAlterConfigsResponse, throttle_time=0, responses=(result,)))
+
+
+async def test_a_config_set_the_broker_accepted_is_cached_as_its_new_state(
+    records: Records,
+) -> None:
+    reader = FakeReader(InMemoryCluster.of([ORDERS], 3))
+    ctx = context(
+        44, 1, alter_topic(("retention.ms", SET, "3600000"), ("segment.ms", SET, "60000"))
+    )
+    verdict = await topic_policy(reader, records).on_request(ctx)
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    assert verdict.hook(topic_altered()) == topic_altered()
+    assert reader.invalidated == []
+    [state] = reader.changed_states
+    assert state.configs == {
+        "retention.ms": "3600000",
+        "cleanup.policy": "delete",
+        "segment.ms": "60000",
+    }
+    assert state.overrides == {"retention.ms", "segment.ms"}
+    assert (state.partitions, state.replication_factor) == (3, 3)
+
+
+async def test_a_config_change_the_broker_refused_is_dropped_not_cached(records: Records) -> None:
+    reader = FakeReader(InMemoryCluster.of([ORDERS], 3))
+    ctx = context(44, 1, alter_topic(("retention.ms", SET, "3600000")))
+    verdict = await topic_policy(reader, records).on_request(ctx)
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    verdict.hook(topic_altered(error_code=40))  # INVALID_CONFIG
+    assert (reader.changed_states, reader.invalidated) == ([], ["orders"])
+
+
+async def test_a_config_delete_is_dropped_its_default_is_not_the_proxys_to_guess(
+    records: Records,
+) -> None:
+    reader = FakeReader(InMemoryCluster.of([ORDERS], 3))
+    ctx = context(44, 1, alter_topic(("retention.ms", DELETE, None)))
+    verdict = await topic_policy(reader, records).on_request(ctx)
+    assert isinstance(verdict, Forward) and verdict.hook is not None
+    verdict.hook(topic_altered())
+    assert (reader.changed_states, reader.invalidated) == ([], ["orders"])
