@@ -12,6 +12,7 @@ SCRIPTS = [
     "metadata_rewrite_bench.py",
     "policy_bench.py",
     "throughput.py",
+    "connections.py",
     "snapshot_bench.py",
 ]
 

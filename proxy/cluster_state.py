@@ -186,12 +186,13 @@ class ClusterStateReader:
         self._forget(("topic", topic), topic=topic)
 
     def changed(self, state: TopicState) -> None:
-        """The broker accepted a change whose outcome is `state`: cache it as read just now.
+        """The broker accepted a config change whose outcome is `state`: cache it as read now.
 
         Whatever was cached or in flight about the topic is dropped first, so that no read
-        that started before the change can put the old state back.
+        that started before the change can put the old state back. The all-topics facts stay:
+        a config change moves no topic name, partition or broker.
         """
-        self._forget(("topic", state.name), topic=state.name)
+        self._forget(("topic", state.name), topic=state.name, aggregates=False)
         expires = asyncio.get_running_loop().time() + self._ttl
         self._cache[("topic", state.name)] = (expires, state)
 
@@ -280,10 +281,19 @@ class ClusterStateReader:
             }
         return all(_shows(seen[c.name], c) for c in changes if c.name in seen)
 
-    def _forget(self, key: Key, topic: str | None = None, topic_id: str | None = None) -> None:
-        """Drop `key`, every entry holding the topic named or identified, and the aggregates."""
+    def _forget(
+        self,
+        key: Key,
+        topic: str | None = None,
+        topic_id: str | None = None,
+        *,
+        aggregates: bool = True,
+    ) -> None:
+        """Drop `key`, every entry holding the topic named or identified, and (unless told
+        otherwise) the aggregates."""
         self._epoch += 1
         changed = topic is not None or topic_id is not None
+        aggregate = _ALL if aggregates else None
 
         def holds(value: Any) -> bool:
             return isinstance(value, TopicState) and (
@@ -293,14 +303,14 @@ class ClusterStateReader:
         stale = [
             k
             for k, (_, value) in self._cache.items()
-            if k == key or (changed and (k == _ALL or holds(value)))
+            if k == key or (changed and (k == aggregate or holds(value)))
         ]
         for k in stale:
             del self._cache[k]
         # Callers arriving from now on must not join a fetch that started before the change;
         # an id lookup in flight may resolve to the changed topic.
         doomed = [
-            k for k in self._inflight if k == key or (changed and (k == _ALL or k[0] == "id"))
+            k for k in self._inflight if k == key or (changed and (k == aggregate or k[0] == "id"))
         ]
         for k in doomed:
             del self._inflight[k]
