@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -187,12 +188,19 @@ def _count(
     # One count per decision, under the rule that decided it: the first that denied.
     enforced = [v.rule for v in violations if v.mode is Mode.ENFORCE]
     rules = enforced if result is Outcome.DENIED else [v.rule for v in violations]
-    DECISIONS.labels(
-        api=api_name(ctx.header.api_key),
-        action=action,
-        decision=result.value.replace("-", "_"),
-        rule=rules[0] if rules else "",
+    _decisions(
+        api_name(ctx.header.api_key),
+        action,
+        result.value.replace("-", "_"),
+        rules[0] if rules else "",
     ).inc()
+
+
+# The counter's child per label set, looked up once: a 1,000-topic batch counts 1,000 times.
+# API names, actions, outcomes and rule names are few, so the cache stays small.
+@functools.lru_cache(maxsize=4096)
+def _decisions(api: str, action: str, decision: str, rule: str) -> Any:
+    return DECISIONS.labels(api=api, action=action, decision=decision, rule=rule)
 
 
 def timestamp() -> str:
