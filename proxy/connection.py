@@ -123,8 +123,13 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         _TO_BROKER.inc(len(data))
-        if self._pipeline is not None:
-            self.act(self._pipeline.client_data(data))
+        pipeline = self._pipeline
+        if pipeline is not None:
+            if self._upstream is not None and pipeline.client_passes(len(data)):
+                self._upstream.write(data)
+                self.recount()
+            else:
+                self.act(pipeline.client_data(data))
 
     def eof_received(self) -> bool:
         return False
@@ -138,6 +143,14 @@ class ClientConnection(asyncio.Protocol):
         self._client = None
         self._close_upstream()
         self._finish()
+
+    def from_broker(self, pipeline: RequestPipeline, data: bytes) -> None:
+        """Bytes from the broker: straight to the client inside a streamed response."""
+        if self._client is not None and pipeline.broker_passes(len(data)):
+            self._client.write(data)
+            self.recount()
+        else:
+            self.act(pipeline.broker_data(data))
 
     def pause_writing(self) -> None:
         self._client_full = True
@@ -359,7 +372,7 @@ class _Upstream(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         _TO_CLIENT.inc(len(data))
-        self._conn.act(self._pipeline.broker_data(data))
+        self._conn.from_broker(self._pipeline, data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conn.upstream_lost(exc)

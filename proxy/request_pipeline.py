@@ -191,6 +191,25 @@ class RequestPipeline:
 
     # --- events ----------------------------------------------------------------------------
 
+    def client_passes(self, size: int) -> bool:
+        """Whether a read of `size` bytes from the client lies wholly inside a request being
+        streamed, with more of it to come: if so it is counted, and the caller writes it to
+        the broker as it is. (The same as `client_data`, without building actions, for the
+        bulk of a large Produce.)"""
+        if size < self._sending and not self.closed:
+            self._sending -= size
+            return True
+        return False
+
+    def broker_passes(self, size: int) -> bool:
+        """Whether a read of `size` bytes from the broker lies wholly inside a response being
+        streamed, with more of it to come: if so it is counted, and the caller writes it to
+        the client as it is (the bulk of a large Fetch response)."""
+        if size < self._streaming and not self.closed:
+            self._streaming -= size
+            return True
+        return False
+
     def broker_connected(self) -> list[Action]:
         """The broker connection is open: requests held meanwhile go now."""
         self._release()

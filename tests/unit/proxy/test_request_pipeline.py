@@ -366,3 +366,36 @@ def test_draining_in_the_middle_of_a_streamed_request_reads_it_to_its_end_then_s
     actions = p.broker_data(response(LIST_OFFSETS, 1))
     assert correlation_ids(to_client(actions)) == [1]
     assert actions[-1] == CloseConnection(None)
+
+
+def test_reads_inside_a_streamed_request_pass_as_they_are_until_its_last_byte() -> None:
+    p = streamed()
+    big = large_produce(1)
+    assert to_broker(p.client_data(big[:10_000])) == big[:10_000]
+    assert p.client_passes(50_000)  # the caller writes big[10_000:60_000] as it is
+    # A read that reaches the request's end (or goes past it) goes through client_data.
+    assert not p.client_passes(len(big) - 60_000)
+    actions = p.client_data(big[60_000:] + request(LIST_OFFSETS, 2))
+    assert to_broker(actions) == big[60_000:] + request(LIST_OFFSETS, 2)
+    out = p.broker_data(response(LIST_OFFSETS, 1) + response(LIST_OFFSETS, 2))
+    assert correlation_ids(to_client(out)) == [1, 2]
+
+
+def test_reads_inside_a_streamed_response_pass_as_they_are_until_its_last_byte() -> None:
+    answer = Scripted(CREATE_TOPICS, lambda ctx: Answer(b"reply"))
+    p = pipeline(answer)
+    p.client_data(request(FETCH, 1) + request(CREATE_TOPICS, 2))
+    big = response(FETCH, 1, bytes(range(256)) * 64)
+    assert not p.broker_passes(1000)  # nothing is being streamed yet
+    assert to_client(p.broker_data(big[:1000])) == big[:1000]
+    assert p.broker_passes(8000)
+    assert not p.broker_passes(len(big) - 9000)
+    reply = framed(response_header(2, CREATE_TOPICS, 7), b"reply")
+    assert to_client(p.broker_data(big[9000:])) == big[9000:] + reply
+
+
+def test_nothing_passes_once_the_connection_is_closed() -> None:
+    p = streamed()
+    p.client_data(large_produce(1)[:10_000])
+    p.connection_lost()
+    assert not p.client_passes(100)
