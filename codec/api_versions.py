@@ -32,8 +32,6 @@ VERSION_FLOORS: dict[int, int] = {
 }
 
 
-# Asked for every request a client sends; api keys are 16-bit, so the cache stays small.
-@functools.lru_cache(maxsize=1024)
 def proxy_range(api_key: int) -> tuple[int, int] | None:
     """Return the (min, max) versions the proxy handles for an API key, or None.
 
