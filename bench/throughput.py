@@ -135,13 +135,18 @@ def produce_latency(
     return latencies
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds a process and its live children have used so far."""
+def process_tree(pid: int) -> list[int]:
+    """A process and its live children (a proxy's supervisor and its workers)."""
     children = subprocess.run(
         ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
     ).stdout.split()
+    return [pid, *map(int, children)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a process and its live children have used so far."""
     total = 0.0
-    for one in [pid, *map(int, children)]:
+    for one in process_tree(pid):
         fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
@@ -149,11 +154,8 @@ def cpu_seconds(pid: int) -> float:
 
 def peak_rss_mb(pid: int) -> float:
     """Peak resident memory (VmHWM) of a process plus its live children, in MB."""
-    children = subprocess.run(
-        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
     total = 0
-    for one in [pid, *map(int, children)]:
+    for one in process_tree(pid):
         for line in Path(f"/proc/{one}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 total += int(line.split()[1])
@@ -162,10 +164,7 @@ def peak_rss_mb(pid: int) -> float:
 
 def threads(pid: int) -> int:
     """OS threads of a process plus its live children."""
-    children = subprocess.run(
-        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
-    return sum(len(list(Path(f"/proc/{one}/task").iterdir())) for one in [pid, *children])
+    return sum(len(list(Path(f"/proc/{one}/task").iterdir())) for one in process_tree(pid))
 
 
 def tls_setup(work: Path, kafka: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -214,20 +214,21 @@ def _broker_resources(api: GuardedApi, request: Any) -> list[ConfigResourceItem]
 
 def _accepted(items: Sequence[ConfigResourceItem], response: Any) -> list[ConfigResourceItem]:
     """The resources the broker answered without an error: it changed them."""
-    done = {
-        (int(r.resource_type), r.resource_name)
-        for r in response.responses
-        if r.error_code is ErrorCode.none
-    }
+    done = _done(response)
     return [i for i in items if (i.resource_type, i.name) in done]
 
 
 def _accepted_topics(response: Any) -> set[str]:
     """The topics a config change response answered without an error."""
+    return {name for kind, name in _done(response) if kind == TOPIC_RESOURCE}
+
+
+def _done(response: Any) -> set[tuple[int, str]]:
+    """(resource type, name) of every resource a config change response shows no error for."""
     return {
-        r.resource_name
+        (int(r.resource_type), r.resource_name)
         for r in response.responses
-        if int(r.resource_type) == TOPIC_RESOURCE and r.error_code is ErrorCode.none
+        if r.error_code is ErrorCode.none
     }
 
 

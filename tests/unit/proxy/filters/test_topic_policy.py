@@ -274,14 +274,14 @@ def alter_cluster_default(value: str) -> Any:
     return build(m.IncrementalAlterConfigsRequest, resources=(resource,), validate_only=False)
 
 
-def altered(error_code: int = 0) -> bytes:
+def altered(error_code: int = 0, resource_type: int = 4, resource_name: str = "") -> bytes:
     r = importlib.import_module(response_class(44, 1).__module__)
     result = build(
         r.AlterConfigsResourceResponse,
         error_code=error_code,
         error_message=None,
-        resource_type=4,
-        resource_name="",
+        resource_type=resource_type,
+        resource_name=resource_name,
     )
     return encode(build(r.IncrementalAlterConfigsResponse, throttle_time=0, responses=(result,)))
 
@@ -375,15 +375,7 @@ def alter_topic(*ops: tuple[str, int, str | None], api_version: int = 1) -> Any:
 
 
 def topic_altered(error_code: int = 0) -> bytes:
-    r = importlib.import_module(response_class(44, 1).__module__)
-    result = build(
-        r.AlterConfigsResourceResponse,
-        error_code=error_code,
-        error_message=None,
-        resource_type=2,
-        resource_name="orders",
-    )
-    return encode(build(r.IncrementalAlterConfigsResponse, throttle_time=0, responses=(result,)))
+    return altered(error_code, resource_type=2, resource_name="orders")
 
 
 async def test_a_config_set_the_broker_accepted_is_cached_as_its_new_state(
