@@ -1,91 +1,159 @@
-"""Reading the proxy's audit log (docs/audit-log.md) with an explicit schema; bad lines kept."""
+"""Reading the proxy's audit log (docs/audit-log.md): every line kept, typed exactly, or why not.
+
+Each line is classified by `pipeline.audit_lines.classify` (the one definition of a bad line)
+and a good one is then parsed by Spark with the schema the record's owner publishes. Every
+job reads its input through here, from the raw JSON lines or from the lake (`pipeline.lake`),
+and counts the lines with `line_summary`, so that ingest, report and replay count alike.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import StringType, StructField, StructType
 
+from pipeline.audit_lines import BLANK, KINDS, MALFORMED, UNKNOWN_VERSION, classify, sample
 from pipeline.spark_schema import struct_type
 from policy.decision_log import (
-    EVENT_KIND,
     NOT_TOPIC_ACTIONS,
-    READABLE_VERSIONS,
     Outcome,
     RecordedAction,
     ResourceType,
     json_schema,
 )
 
-CORRUPT = "_corrupt_record"
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
 # Derived from the record's owner. `request` (and `rewritten`, what overrides made of it) are
-# read as the raw JSON text of the object: only replay parses the request, in Python, and
-# replays it from what the client sent. A v1 event reads with the four trace fields null.
+# kept as the JSON text of the object: only replay parses the request, in Python, and replays
+# it from what the client sent. A v1 event reads with the six v2 fields null.
 AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType(), "rewritten": StringType()})
-
-# What the jobs need of every event, v1 or v2; a topic record (v1, or resource_type topic)
-# also needs its topic.
-REQUIRED = (
-    "time",
-    "schema",
-    "event",
-    "principal",
-    "action",
-    "decision",
-    "mode",
-    "violations",
-)
+# Where each line came from and, for a bad one, why: `line` counts from 1 in its file; `kind`
+# is one of audit_lines.KINDS and `problem` the reason (both null for a good event); `sample`
+# is the bad line's first 200 bytes.
+LINE_COLUMNS = ("source", "line", "kind", "problem", "sample")
 DECISIONS = tuple(o.value for o in Outcome)
 ACTIONS = tuple(a.value for a in RecordedAction)
 _NOT_TOPIC_ACTIONS = tuple(a.value for a in NOT_TOPIC_ACTIONS)
-_RESOURCE_TYPES = tuple(r.value for r in ResourceType)
+_PROBLEM = pa.struct(
+    [
+        pa.field("kind", pa.string()),
+        pa.field("problem", pa.string()),
+        pa.field("sample", pa.string()),
+    ]
+)
+# monotonically_increasing_id: the partition in the upper 31 bits, the row in the lower 33.
+_ROW_BITS = 2**33 - 1
 
 
 @dataclass(frozen=True)
 class AuditInput:
-    """Every line of the audit input: `problem` is null for a good event, else why it is not."""
+    """Every line of the audit input: LINE_COLUMNS, then the AUDIT_SCHEMA columns read."""
 
     lines: DataFrame
 
     @property
     def events(self) -> DataFrame:
-        """The good decision events, with the columns of AUDIT_SCHEMA (request if read)."""
-        return self.lines.where(F.col("problem").isNull()).drop("problem", "source", CORRUPT)
+        """The good decision events, with the AUDIT_SCHEMA columns read."""
+        return self.lines.where(F.col("problem").isNull()).drop(*LINE_COLUMNS)
 
     @property
-    def malformed(self) -> DataFrame:
-        """The lines that are not good events: source file, problem and the raw line if any."""
-        return self.lines.where(F.col("problem").isNotNull()).select(
-            "source", "problem", F.col(CORRUPT).alias("line")
-        )
+    def quarantine(self) -> DataFrame:
+        """The lines that are not good events: source, line, kind, problem, sample."""
+        return self.lines.where(F.col("problem").isNotNull()).select(*LINE_COLUMNS)
 
 
-def audit_schema(*, with_request: bool = True) -> StructType:
-    """The read schema; without `request`, the JSON parser skips the largest object unread."""
-    fields = [f for f in AUDIT_SCHEMA.fields if with_request or f.name != "request"]
-    return StructType([*fields, StructField(CORRUPT, StringType())])
+def event_schema(*, with_request: bool = True) -> StructType:
+    """The event columns; without `request`, the JSON parser skips the largest object unread."""
+    return StructType([f for f in AUDIT_SCHEMA.fields if with_request or f.name != "request"])
 
 
 def read_audit(
     spark: SparkSession, paths: Sequence[str], *, with_request: bool = True
 ) -> AuditInput:
     """Read audit logs from files, directories, globs or any Hadoop URI; never infer a schema."""
-    raw = (
-        spark.read.schema(audit_schema(with_request=with_request))
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("timestampFormat", TIME_FORMAT)
-        .json(list(paths))
+    # The session reads each file whole, in one task (pipeline.session): line numbers count
+    # rows from the start of the partition. A file split by other settings has no line numbers.
+    text = spark.read.text(list(paths))
+    line = F.when(
+        F.input_file_block_start() == 0,
+        (F.monotonically_increasing_id().bitwiseAND(F.lit(_ROW_BITS))) + 1,
     )
-    required = [*REQUIRED, "request"] if with_request else list(REQUIRED)
+    staged = text.select(
+        F.input_file_name().alias("source"),
+        line.alias("line"),
+        "value",
+        _classify(F.col("value")).alias("p"),
+    )
+    schema = event_schema(with_request=with_request)
+    parsed = F.from_json("value", schema, {"timestampFormat": TIME_FORMAT, "mode": "FAILFAST"})
     return AuditInput(
-        raw.withColumn("problem", _problem(required)).withColumn("source", F.input_file_name())
+        staged.select(
+            "source",
+            "line",
+            "p.kind",
+            "p.problem",
+            "p.sample",
+            F.when(F.col("p").isNull(), parsed).alias("e"),
+        ).select(*LINE_COLUMNS, *(F.col(f"e.{f.name}").alias(f.name) for f in schema.fields))
     )
+
+
+def _classify_batch(values: pa.Array) -> pa.Array:
+    rows: list[dict[str, str] | None] = []
+    for value in values.to_pylist():
+        problem = classify(value)
+        rows.append(
+            None
+            if problem is None
+            else {"kind": problem.kind, "problem": problem.reason, "sample": sample(value)}
+        )
+    return pa.array(rows, _PROBLEM)
+
+
+_classify = arrow_udf(  # type: ignore[call-overload]
+    _classify_batch,
+    StructType([StructField(f.name, StringType()) for f in _PROBLEM]),
+)
+
+
+def line_counts(audit: AuditInput) -> DataFrame:
+    """Bad lines by file, kind and problem: source, kind, problem, lines."""
+    return audit.quarantine.groupBy("source", "kind", "problem").agg(
+        F.count(F.lit(1)).alias("lines")
+    )
+
+
+def line_summary(events: int, bad: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every job's count of its input lines, from its events and `line_counts` rows."""
+    kinds = dict.fromkeys(KINDS, 0)
+    by_problem: dict[str, int] = defaultdict(int)
+    by_file: dict[str, int] = defaultdict(int)
+    versions: dict[str, int] = defaultdict(int)
+    for row in bad:
+        kinds[row["kind"]] += row["lines"]
+        by_file[row["source"]] += row["lines"]
+        if row["kind"] == MALFORMED:
+            by_problem[row["problem"]] += row["lines"]
+        elif row["kind"] == UNKNOWN_VERSION:
+            versions[row["problem"].removeprefix("schema version ")] += row["lines"]
+    return {
+        "total": events + sum(kinds.values()),
+        "events": events,
+        BLANK: kinds[BLANK],
+        MALFORMED: kinds[MALFORMED],
+        UNKNOWN_VERSION: kinds[UNKNOWN_VERSION],
+        "malformed_by_problem": dict(sorted(by_problem.items())),
+        "unknown_versions": dict(sorted(versions.items())),
+        "bad_by_file": dict(sorted(by_file.items())),
+    }
 
 
 def resource_type() -> Column:
@@ -101,40 +169,3 @@ def resource() -> Column:
 def about_topic() -> Column:
     """Whether the event is about a topic (every v1 event is)."""
     return resource_type() == F.lit(ResourceType.TOPIC.value)
-
-
-def _problem(required: Sequence[str]) -> Column:
-    missing = [F.when(F.col(name).isNull(), F.lit(name)) for name in required]
-    is_topic = about_topic()
-    missing.append(F.when(is_topic & F.col("topic").isNull(), F.lit("topic")))
-    # As the record's owner has it (`DecisionRecord`): a topic is named exactly by topic
-    # records, and admin_api and alter_broker_config are exactly the records of no topic.
-    return (
-        F.when(F.col(CORRUPT).isNotNull(), F.lit("not a JSON object of the audit schema"))
-        .when(
-            ~F.col("schema").isin(*READABLE_VERSIONS),
-            F.format_string("schema version %d", "schema"),
-        )
-        .when(F.col("event") != EVENT_KIND, F.format_string("unknown event kind %s", "event"))
-        .when(
-            ~F.col("decision").isin(*DECISIONS),
-            F.format_string("unknown decision %s", "decision"),
-        )
-        .when(
-            F.coalesce(*missing).isNotNull(),
-            F.concat(F.lit("missing field "), F.coalesce(*missing)),
-        )
-        .when(~F.col("action").isin(*ACTIONS), F.format_string("unknown action %s", "action"))
-        .when(
-            ~resource_type().isin(*_RESOURCE_TYPES),
-            F.format_string("unknown resource type %s", "resource_type"),
-        )
-        .when(
-            is_topic == F.col("action").isin(*_NOT_TOPIC_ACTIONS),
-            F.format_string("action %s on resource type %s", F.col("action"), resource_type()),
-        )
-        .when(
-            ~is_topic & F.col("topic").isNotNull(),
-            F.format_string("a topic on resource type %s", "resource_type"),
-        )
-    )

@@ -28,13 +28,27 @@ def add_parser(commands: Any) -> None:
 def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
     """Add the report, replay and scan subcommands to `parser`."""
     jobs = parser.add_subparsers(dest="job", required=True, metavar="JOB")
+    ingest = jobs.add_parser(
+        "ingest",
+        help="add audit logs to the Parquet audit lake",
+        description="Adds the audit files not yet ingested to the lake as one batch: good "
+        "events partitioned by date, the other lines (blank, malformed, unknown schema "
+        "version) in its quarantine table with file, line, reason and the first 200 bytes. "
+        "A file already ingested (same size and mtime, wherever it is now) is skipped.",
+    )
+    ingest.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
+    ingest.add_argument(
+        "--lake", required=True, metavar="DIR", help="the lake's root directory or URI"
+    )
+    _master(ingest, default_master)
+    ingest.set_defaults(func=_ingest)
     report = jobs.add_parser(
         "report",
         help="who was denied what, over time",
         description="Decisions by principal, rule, topic and hour; top denied principals and "
         "rules; audit-mode would-deny counts; malformed lines counted by reason.",
     )
-    report.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
+    _input(report)
     _common(report, default_master)
     report.set_defaults(func=_report)
     replay = jobs.add_parser(
@@ -44,7 +58,7 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         "and compares the new decision with the recorded one.",
     )
     replay.add_argument("--policy", required=True, metavar="FILE", help="candidate policy YAML")
-    replay.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
+    _input(replay)
     replay.add_argument(
         "--snapshot",
         nargs="*",
@@ -85,8 +99,20 @@ def submit_main(argv: list[str] | None = None) -> int:
     return result
 
 
+def _input(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--lake", metavar="DIR", help="the audit lake (pipeline ingest)")
+    source.add_argument(
+        "--audit", nargs="+", metavar="PATH", help="raw audit logs, for a one-off run"
+    )
+
+
 def _common(parser: argparse.ArgumentParser, default_master: str) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory or URI")
+    _master(parser, default_master)
+
+
+def _master(parser: argparse.ArgumentParser, default_master: str) -> None:
     parser.add_argument(
         "--master",
         default=default_master,
@@ -101,17 +127,25 @@ def _common(parser: argparse.ArgumentParser, default_master: str) -> None:
     )
 
 
+def _ingest(args: argparse.Namespace) -> int:
+    return _job(args, lambda spark: _jobs().lake.ingest(spark, args.audit, args.lake))
+
+
 def _report(args: argparse.Namespace) -> int:
-    return _job(args, lambda spark: _jobs().report.run_report(spark, args.audit, args.out))
+    return _job(args, lambda spark: _jobs().report.run_report(spark, _source(args), args.out))
 
 
 def _replay(args: argparse.Namespace) -> int:
     return _job(
         args,
         lambda spark: _jobs().replay.run_replay(
-            spark, args.policy, args.audit, args.out, snapshots=args.snapshot
+            spark, args.policy, _source(args), args.out, snapshots=args.snapshot
         ),
     )
+
+
+def _source(args: argparse.Namespace) -> Any:
+    return _jobs().lake.AuditSource(paths=args.audit or (), lake=args.lake)
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -124,6 +158,7 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _jobs() -> Any:
+    import pipeline.lake
     import pipeline.replay
     import pipeline.report
     import pipeline.scan

@@ -59,8 +59,16 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
-from pipeline.audit_events import ACTIONS, read_audit, resource, resource_type
+from pipeline.audit_events import (
+    ACTIONS,
+    AuditInput,
+    line_counts,
+    line_summary,
+    resource,
+    resource_type,
+)
 from pipeline.html_report import Chart, Report, Table, bar_chart, render
+from pipeline.lake import AuditSource, as_source
 from pipeline.output import write_text
 from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
 from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
@@ -99,8 +107,8 @@ NO_FLIP = "none"
 ALLOWED = tuple(o.value for o in Outcome if o in PASSED)
 NEW_DECISIONS = (*(o.value for o in Outcome), UNKNOWN, ERROR)
 FLIPS = (NO_FLIP, ALLOW_TO_DENY, DENY_TO_ALLOW, UNKNOWN, ERROR)
-MALFORMED_SCHEMA = "source string, problem string, lines long"
-TABLES = ("decisions", "flips", "malformed")
+BAD_LINES_SCHEMA = "source string, kind string, problem string, lines long"
+TABLES = ("decisions", "flips", "bad_lines")
 SAMPLE_ROWS = 100
 TABLE_ROWS = 50
 CHART_RULES = 20
@@ -346,11 +354,11 @@ def replay_lines(
     spark: SparkSession,
     policy_text: str,
     policy_name: str,
-    audit: Sequence[str],
+    audit: AuditInput,
     cluster: str | None,
 ) -> DataFrame:
     """Every audit line: `problem` (null for a good event) and, for good ones, the decisions."""
-    lines = read_audit(spark, audit).lines
+    lines = audit.lines
     good = F.col("problem").isNull()
     evaluate = replay_udf(policy_text, policy_name, cluster)
     enforced = F.filter("violations", lambda v: v["mode"] == "enforce")
@@ -434,7 +442,7 @@ def flip_counts(decisions: DataFrame) -> DataFrame:
 def run_replay(
     spark: SparkSession,
     policy_file: str,
-    audit: Sequence[str],
+    audit: AuditSource | Sequence[str],
     out: str,
     snapshots: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -446,15 +454,17 @@ def run_replay(
     base = out.rstrip("/")
     outputs = {name: f"{base}/{name}" for name in TABLES}
     shipped = None if cluster is None else cluster_json(cluster)
-    lines = replay_lines(spark, policy_text, at, audit, shipped)
+    source = as_source(audit)
+    audit_input = source.read(spark)
+    lines = replay_lines(spark, policy_text, at, audit_input, shipped)
     # The one pass that evaluates: the decisions, with the counts observed on the way.
     observation = Observation()
     observed = lines.observe(observation, *_counts())
     decisions = observed.where(F.col("problem").isNull()).select(*DECISION_COLUMNS)
     decisions.write.mode("overwrite").parquet(outputs["decisions"])
     counts = {k: int(v) for k, v in observation.get.items()}
-    malformed = _malformed(spark, audit, counts["malformed"])
-    malformed.write.mode("overwrite").parquet(outputs["malformed"])
+    bad = _bad_lines(spark, audit_input, counts["malformed"])
+    bad.write.mode("overwrite").parquet(outputs["bad_lines"])
     written = spark.read.parquet(outputs["decisions"])
     flip_counts(written).write.mode("overwrite").parquet(outputs["flips"])
     facts = _collect_facts(spark, written, outputs)
@@ -468,7 +478,7 @@ def run_replay(
         cluster_id=cluster_id,
         outputs=outputs,
     )
-    write_text(spark, base, "replay.html", render(_html(facts, summary, audit)))
+    write_text(spark, base, "replay.html", render(_html(facts, summary, source.label)))
     write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
@@ -489,17 +499,11 @@ def _counts() -> list[Column]:
     return counts
 
 
-def _malformed(spark: SparkSession, audit: Sequence[str], count: int) -> DataFrame:
-    """source, problem, lines; the input is read again only if the replay saw bad lines."""
+def _bad_lines(spark: SparkSession, audit: AuditInput, count: int) -> DataFrame:
+    """source, kind, problem, lines; the input is read again only if the replay saw any."""
     if not count:
-        return spark.createDataFrame([], MALFORMED_SCHEMA)
-    return (
-        read_audit(spark, audit)
-        .malformed.groupBy("source", "problem")
-        .agg(F.count(F.lit(1)).alias("lines"))
-        .orderBy(F.desc("lines"), "source", "problem")
-        .coalesce(1)
-    )
+        return spark.createDataFrame([], BAD_LINES_SCHEMA)
+    return line_counts(audit).orderBy(F.desc("lines"), "source", "problem").coalesce(1)
 
 
 def _snapshot_cluster(
@@ -569,13 +573,13 @@ def _collect_facts(
             .orderBy(F.desc("requests"), "reason")
         )
         reasons += (counted if limit is None else counted.limit(limit)).collect()
-    malformed = spark.read.parquet(outputs["malformed"]).collect()
+    bad_lines = spark.read.parquet(outputs["bad_lines"]).collect()
     return {
         "by_rule": [r.asDict() for r in by_rule],
         "by_principal": [r.asDict() for r in by_principal],
         "sample": [r.asDict() for r in sample],
         "reasons": [r.asDict() for r in reasons],
-        "malformed": [r.asDict() for r in malformed],
+        "bad_lines": [r.asDict() for r in bad_lines],
     }
 
 
@@ -600,7 +604,7 @@ def _summary(
         "deny_to_allow": counts[f"flip:{DENY_TO_ALLOW}"],
         "unknown": counts[f"flip:{UNKNOWN}"],
         "errors": counts[f"flip:{ERROR}"],
-        "malformed_lines": counts["malformed"],
+        "lines": line_summary(counts["requests"], facts["bad_lines"]),
         "new_decisions": {d: counts[f"new:{d}"] for d in NEW_DECISIONS},
         "unknown_reasons": {r["reason"]: r["requests"] for r in reasons},
         "outputs": outputs,
@@ -612,10 +616,10 @@ def _time(micros: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) -> Report:
+def _html(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> Report:
     snapshot = summary["snapshot"]
     notes = [
-        f"Candidate policy: {summary['policy']}. Input: {', '.join(audit)}.",
+        f"Candidate policy: {summary['policy']}. Input: {audit}.",
         "A flip compares whether the request would go through: audit-would-deny counts as "
         "allowed. allow->deny flips are attributed to the candidate's enforce-mode rules, "
         "deny->allow flips to the recorded enforce-mode rules that no longer deny.",
@@ -682,10 +686,10 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) 
             "every request was replayed",
         ),
         Table(
-            "Malformed lines by file and reason",
-            ["file", "reason", "lines"],
-            [[r["source"], r["problem"], r["lines"]] for r in facts["malformed"]],
-            "no malformed lines",
+            "Lines that are not events, by file and reason",
+            ["file", "kind", "reason", "lines"],
+            [[r["source"], r["kind"], r["problem"], r["lines"]] for r in facts["bad_lines"]],
+            "every line is an event",
         ),
     ]
     return Report(
@@ -698,7 +702,9 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: Sequence[str]) 
             ("deny->allow", summary["deny_to_allow"]),
             ("unknown", summary["unknown"]),
             ("errors", summary["errors"]),
-            ("malformed lines", summary["malformed_lines"]),
+            ("malformed lines", summary["lines"]["malformed"]),
+            ("blank lines", summary["lines"]["blank"]),
+            ("unknown schema versions", summary["lines"]["unknown_version"]),
         ],
         notes=notes,
         parts=parts,

@@ -57,11 +57,12 @@ from pipeline.audit_events import (
     DECISIONS,
     AuditInput,
     about_topic,
-    read_audit,
+    line_summary,
     resource,
     resource_type,
 )
 from pipeline.html_report import Chart, Report, Table, bar_chart, render, time_chart
+from pipeline.lake import AuditSource, as_source
 from pipeline.output import write_text
 
 EVENT_KEYS = (
@@ -74,7 +75,6 @@ EVENT_KEYS = (
     "decision",
     "mode",
 )
-UNNAMED = "(no rule name)"
 TOP = 10  # rows in the summary and the bar charts
 TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
 # Beyond a week, hourly points are too many to read: the chart switches to days.
@@ -116,15 +116,18 @@ SMALL_TABLES = {
         ("topics", LongType),
         *_SEEN,
     ),
-    "malformed": _schema(("source", StringType), ("problem", StringType), ("lines", LongType)),
+    "bad_lines": _schema(
+        ("source", StringType), ("kind", StringType), ("problem", StringType), ("lines", LongType)
+    ),
 }
 
 
-def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str, Any]:
+def run_report(spark: SparkSession, audit: AuditSource | Sequence[str], out: str) -> dict[str, Any]:
     """Write the report tables, report.html and summary.json under `out`; return the summary."""
     base = out.rstrip("/")
     outputs: dict[str, str] = {}
-    lines = read_audit(spark, audit, with_request=False)
+    source = as_source(audit)
+    lines = source.read(spark, with_request=False)
     splits = lines.lines.rdd.getNumPartitions()
     # One Parquet file per ~8 input splits (~1 GB of JSON) rather than one per split.
     files = max(2, splits // 8)  # both cores write
@@ -171,7 +174,7 @@ def run_report(spark: SparkSession, audit: Sequence[str], out: str) -> dict[str,
     outputs["summary"] = f"{base}/summary.json"
     facts = _facts(totals, hourly, by_action, ordered)
     summary = _summary(facts, outputs)
-    write_text(spark, base, "report.html", render(_html(facts, audit)))
+    write_text(spark, base, "report.html", render(_html(facts, source.label)))
     write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
@@ -201,19 +204,17 @@ def _big_aggregation(spark: SparkSession, splits: int) -> Iterator[None]:
 
 
 def fine_aggregate(audit: AuditInput) -> DataFrame:
-    """Every line counted once by file and problem, or by hour, event keys and violated rule."""
-    # Columns: source, problem, hour, the EVENT_KEYS, rule, rule_mode, events, first_seen,
-    # last_seen. A good event gives one row with a null rule (its decision) and one row per
-    # distinct rule it violated, so `decisions` and `violations` are these rows as they are,
-    # without another shuffle. A bad line gives one row with only source and problem set.
-    # Two checks of one rule can fail in one event: the rule counts once. A violation without
-    # a rule name still counts, named so that it cannot pass for the event's decision row.
+    """Every line counted once by file, kind and problem, or by hour, event keys and rule."""
+    # Columns: source, kind, problem, hour, the EVENT_KEYS, rule, rule_mode, events,
+    # first_seen, last_seen. A good event gives one row with a null rule (its decision) and
+    # one row per distinct rule it violated, so `decisions` and `violations` are these rows
+    # as they are, without another shuffle. A bad line gives one row with only source, kind
+    # and problem set. Two checks of one rule can fail in one event: the rule counts once
+    # (every violation names its rule: the schema requires it).
     rules = F.array_distinct(
         F.transform(
             "violations",
-            lambda v: F.struct(
-                F.coalesce(v["rule"], F.lit(UNNAMED)).alias("rule"), v["mode"].alias("rule_mode")
-            ),
+            lambda v: F.struct(v["rule"].alias("rule"), v["mode"].alias("rule_mode")),
         )
     )
     no_rule = F.array(F.lit(None).cast(_RULE))
@@ -222,6 +223,7 @@ def fine_aggregate(audit: AuditInput) -> DataFrame:
     # they never count as events.
     rows = audit.lines.select(
         F.when(~good, F.col("source")).alias("source"),
+        "kind",
         "problem",
         F.when(good, F.col("time")).alias("time"),
         F.when(good, _utc_hour(F.col("time"))).alias("hour"),
@@ -230,6 +232,7 @@ def fine_aggregate(audit: AuditInput) -> DataFrame:
     )
     return rows.groupBy(
         "source",
+        "kind",
         "problem",
         "hour",
         *EVENT_KEYS,
@@ -273,7 +276,7 @@ def big_tables(fine: DataFrame) -> dict[str, DataFrame]:
 def whole_input(fine: DataFrame) -> DataFrame:
     """`fine_aggregate` over the whole input: no hour, action, api or mode; small."""
     return fine.groupBy(
-        "source", "problem", "principal", "topic", "decision", "rule", "rule_mode"
+        "source", "kind", "problem", "principal", "topic", "decision", "rule", "rule_mode"
     ).agg(
         F.sum("events").alias("events"),
         F.min("first_seen").alias("first_seen"),
@@ -314,12 +317,14 @@ def small_aggregates(whole: DataFrame) -> dict[str, DataFrame]:
             *seen,
         )
     )
-    malformed = whole.where(~_good()).select("source", "problem", F.col("events").alias("lines"))
+    malformed = whole.where(~_good()).select(
+        "source", "kind", "problem", F.col("events").alias("lines")
+    )
     return {
         "top_denied_principals": principals,
         "top_denied_rules": rules,
         "would_deny": would_deny,
-        "malformed": malformed,
+        "bad_lines": malformed,
     }
 
 
@@ -335,8 +340,8 @@ def _ordered(small: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str,
             small["would_deny"],
             key=lambda r: (-r["would_deny"], -r["fired"], r["rule"], r["principal"]),
         ),
-        "malformed": sorted(
-            small["malformed"], key=lambda r: (-r["lines"], r["source"], r["problem"])
+        "bad_lines": sorted(
+            small["bad_lines"], key=lambda r: (-r["lines"], r["source"], r["problem"])
         ),
     }
 
@@ -424,17 +429,11 @@ def _facts(
             per_rule.values(), key=lambda r: (-r["would_deny"], -r["fired"], r["rule"])
         ),
         "would_deny": [r for r in tables["would_deny"] if r["would_deny"] > 0],
-        "malformed": tables["malformed"],
+        "bad_lines": tables["bad_lines"],
     }
 
 
 def _summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, Any]:
-    by_problem: dict[str, int] = defaultdict(int)
-    by_file: dict[str, int] = defaultdict(int)
-    for row in facts["malformed"]:
-        by_problem[row["problem"]] += row["lines"]
-        by_file[row["source"]] += row["lines"]
-
     def jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
             {k: _iso(v) if isinstance(v, datetime) else v for k, v in row.items()}
@@ -445,11 +444,7 @@ def _summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, Any]:
         "events": sum(facts["decisions"].values()),
         "decisions": dict(facts["decisions"]),
         "actions": {action: sum(counts.values()) for action, counts in facts["actions"].items()},
-        "malformed": {
-            "total": sum(by_problem.values()),
-            "by_problem": dict(sorted(by_problem.items())),
-            "by_file": dict(sorted(by_file.items())),
-        },
+        "lines": line_summary(sum(facts["decisions"].values()), facts["bad_lines"]),
         "time_range": {"first": _iso(facts["first"]), "last": _iso(facts["last"])},
         "top_principals": jsonable(facts["principals"]),
         "top_rules": jsonable(facts["rules"]),
@@ -458,16 +453,18 @@ def _summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _html(facts: dict[str, Any], audit: Sequence[str]) -> Report:
+def _html(facts: dict[str, Any], audit: str) -> Report:
     decisions = facts["decisions"]
     total = sum(decisions.values())
-    malformed = sum(row["lines"] for row in facts["malformed"])
-    notes = [f"Input: {', '.join(audit)}."]
+    lines = line_summary(total, facts["bad_lines"])
+    bad = lines["total"] - total
+    notes = [f"Input: {audit}."]
     if total == 0:
         notes.append("There are no decision events in the input: nothing to report.")
-    if malformed:
+    if bad:
         notes.append(
-            f"{malformed:,} malformed line(s) are not counted as events: see the last table."
+            f"{bad:,} line(s) are not events (blank, malformed or of an unknown schema "
+            "version) and are not counted as events: see the last table."
         )
     parts: list[Table | Chart] = []
     if total:
@@ -546,10 +543,10 @@ def _html(facts: dict[str, Any], audit: Sequence[str]) -> Report:
             "nobody",
         ),
         Table(
-            "Malformed lines by file and reason",
-            ["file", "reason", "lines"],
-            [[r["source"], r["problem"], r["lines"]] for r in facts["malformed"]],
-            "no malformed lines",
+            "Lines that are not events, by file and reason",
+            ["file", "kind", "reason", "lines"],
+            [[r["source"], r["kind"], r["problem"], r["lines"]] for r in facts["bad_lines"]],
+            "every line is an event",
         ),
     ]
     return Report(
@@ -559,7 +556,9 @@ def _html(facts: dict[str, Any], audit: Sequence[str]) -> Report:
             ("allowed", decisions["allowed"]),
             ("denied", decisions["denied"]),
             ("audit-would-deny", decisions["audit-would-deny"]),
-            ("malformed lines", malformed),
+            ("malformed lines", lines["malformed"]),
+            ("blank lines", lines["blank"]),
+            ("unknown schema versions", lines["unknown_version"]),
             ("first event", _iso(facts["first"])),
             ("last event", _iso(facts["last"])),
         ],

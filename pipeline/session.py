@@ -15,7 +15,12 @@ _LOCAL_DEFAULTS = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
 }
+# One task reads one file, whole and in order: audit lines get their line numbers
+# (pipeline.audit_events). The proxy rotates its log, so a day is many files, read in parallel.
+_WHOLE_FILE = str(2**40)
 _DEFAULTS = {
+    "spark.sql.files.maxPartitionBytes": _WHOLE_FILE,
+    "spark.sql.files.openCostInBytes": _WHOLE_FILE,
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }

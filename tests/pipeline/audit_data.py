@@ -302,3 +302,61 @@ def broker_config_events(
                 api_version=1,
             ),
         )
+
+
+# Every class of bad line, made from good events: (line, kind, reason) as the pipeline must
+# count it. Shared by the reading tests and the test that every job counts alike.
+def bad_lines(good: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """One line of each fault class, with the kind and reason it must be counted under."""
+    topic = next(e for e in good if e["resource_type"] == "topic")
+
+    def changed(**fields: Any) -> str:
+        return json.dumps(topic | fields)
+
+    def without(name: str) -> str:
+        return json.dumps({k: v for k, v in topic.items() if k != name})
+
+    v1 = {k: v for k, v in topic.items() if k not in ("resource_type", "resource")} | {"schema": 1}
+    violation = {"rule": "r", "message": "[r] m", "mode": "sometimes"}
+    return [
+        ("", "blank", "blank line"),
+        (" \t ", "blank", "blank line"),
+        ("not json", "malformed", "not valid JSON"),
+        (json.dumps(topic)[:-7], "malformed", "not valid JSON"),
+        ("[1, 2]", "malformed", "not a JSON object: array"),
+        ('"a string"', "malformed", "not a JSON object: string"),
+        (without("schema"), "malformed", "missing field schema"),
+        (changed(schema="2"), "malformed", "field schema: expected integer, got string"),
+        (changed(schema=3), "unknown_version", "schema version 3"),
+        (changed(schema=0), "unknown_version", "schema version 0"),
+        (without("principal"), "malformed", "missing field principal"),
+        (
+            changed(validate_only="true"),
+            "malformed",
+            "field validate_only: expected boolean, got string",
+        ),
+        (changed(time=1764000000), "malformed", "field time: expected string, got integer"),
+        (
+            changed(time="2026-10-01T00:00:00Z"),
+            "malformed",
+            "field time: '2026-10-01T00:00:00Z' is not an RFC 3339 time with microseconds",
+        ),
+        (changed(conn="7"), "malformed", "field conn: expected integer, got string"),
+        (changed(conn=1.5), "malformed", "field conn: expected integer, got number"),
+        (changed(principal=5), "malformed", "field principal: expected string, got integer"),
+        (changed(api_key=40000), "malformed", "field api_key: 40000 is out of range"),
+        (changed(decision="maybe"), "malformed", "field decision: unknown value 'maybe'"),
+        (
+            changed(violations=[violation]),
+            "malformed",
+            "field violations: [0] mode: unknown value 'sometimes'",
+        ),
+        (changed(extra=1), "malformed", "unknown field extra"),
+        (json.dumps(v1), "malformed", "field decision_id is not in schema 1"),
+        (changed(topic=None), "malformed", "field topic: null in a topic record"),
+        (
+            changed(action="admin_api"),
+            "malformed",
+            "action admin_api on resource type topic",
+        ),
+    ]

@@ -1,17 +1,20 @@
-"""Reading audit logs: the explicit schema, and every bad line counted with its reason."""
+"""Reading audit logs: the explicit schema, and every bad line kept with its kind and reason."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from pipeline.audit_events import read_audit
+from pipeline.audit_lines import SAMPLE_BYTES, classify, sample
 from policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
 from policy.loader import load_policy
 from tests.pipeline.audit_data import (
     admin_events,
+    bad_lines,
     broker_config_events,
     example_cluster,
     generate_events,
@@ -19,64 +22,74 @@ from tests.pipeline.audit_data import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+GOOD = list(generate_events(EXAMPLE, example_cluster(), 40))
+
+
+@pytest.mark.parametrize(("line", "kind", "reason"), bad_lines(GOOD), ids=lambda v: str(v)[:40])
+def test_each_fault_class_is_classified_with_its_reason(line: str, kind: str, reason: str) -> None:
+    problem = classify(line)
+    assert problem is not None
+    assert (problem.kind, problem.reason) == (kind, reason)
+
+
+def test_good_events_of_both_versions_classify_as_good() -> None:
+    v1 = [{k: v for k, v in e.items() if k not in V2_FIELDS} | {"schema": 1} for e in GOOD[:5]]
+    for event in [*GOOD, *v1]:
+        assert classify(json.dumps(event)) is None
+
+
+def test_a_sample_is_the_first_bytes_without_a_broken_character() -> None:
+    line = "é" * SAMPLE_BYTES
+    assert sample(line) == "é" * (SAMPLE_BYTES // 2)
+    assert sample("short") == "short"
 
 
 def test_good_events_are_read_with_every_field(spark: SparkSession, tmp_path: Path) -> None:
-    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
-    events = list(generate_events(policy, example_cluster(), 200))
+    events = list(generate_events(EXAMPLE, example_cluster(), 200))
     write_events(tmp_path / "audit.jsonl", events)
     audit = read_audit(spark, [str(tmp_path)])
     rows = sorted(audit.events.collect(), key=lambda r: r["time"])
-    assert audit.malformed.count() == 0
+    assert audit.quarantine.count() == 0
     assert len(rows) == 200
     for row, event in zip(rows, events, strict=True):
         assert row["principal"] == event["principal"]
         assert row["decision"] == event["decision"]
+        assert row["validate_only"] is event["validate_only"]
         assert row["time"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") == event["time"]
         assert [v["rule"] for v in row["violations"]] == [v["rule"] for v in event["violations"]]
         assert json.loads(row["request"]) == event["request"]
 
 
-def test_malformed_lines_are_counted_with_a_reason(spark: SparkSession, tmp_path: Path) -> None:
-    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
-    good = [json.dumps(e) for e in generate_events(policy, example_cluster(), 5)]
-    wrong_schema = json.loads(good[0]) | {"schema": 3}
-    missing = {k: v for k, v in json.loads(good[1]).items() if k != "principal"}
-    lines = [
-        *good,
-        "not json",
-        good[2][:-5],
-        json.dumps(wrong_schema),
-        json.dumps(missing),
-        json.dumps(json.loads(good[3]) | {"time": "yesterday"}),
-        json.dumps(json.loads(good[4]) | {"decision": "maybe"}),
-    ]
-    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+def test_bad_lines_keep_file_line_kind_reason_and_sample(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    bad = bad_lines(GOOD)
+    good = [json.dumps(e) for e in GOOD[:5]]
+    # Good and bad lines interleaved over two files: every line number is where it is.
+    first = [good[0], *(line for line, _, _ in bad[:10]), good[1]]
+    second = [*(line for line, _, _ in bad[10:]), *good[2:]]
+    (tmp_path / "a.jsonl").write_text("\n".join(first) + "\n", encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text("\n".join(second) + "\n", encoding="utf-8")
     audit = read_audit(spark, [str(tmp_path / "*.jsonl")])
-    problems = sorted(r["problem"] for r in audit.malformed.collect())
+    rows = audit.quarantine.orderBy("source", "line").collect()
     assert audit.events.count() == 5
-    assert problems == sorted(
-        [
-            "not a JSON object of the audit schema",
-            "not a JSON object of the audit schema",
-            "schema version 3",
-            "missing field principal",
-            "not a JSON object of the audit schema",
-            "unknown decision maybe",
-        ]
-    )
+    expected = [("a.jsonl", i + 2, *fault) for i, fault in enumerate(bad[:10])]
+    expected += [("b.jsonl", i + 1, *fault) for i, fault in enumerate(bad[10:])]
+    assert [
+        (Path(r["source"]).name, r["line"], r["sample"], r["kind"], r["problem"]) for r in rows
+    ] == [(name, n, sample(line), kind, reason) for name, n, line, kind, reason in expected]
 
 
 def test_v1_events_still_read_with_the_trace_fields_null(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
-    v2 = list(generate_events(policy, example_cluster(), 4))
+    v2 = list(generate_events(EXAMPLE, example_cluster(), 4))
     v1 = [{k: v for k, v in e.items() if k not in V2_FIELDS} | {"schema": 1} for e in v2[:2]]
     write_events(tmp_path / "audit.jsonl", [*v1, *v2[2:]])
     audit = read_audit(spark, [str(tmp_path)])
     rows = sorted(audit.events.collect(), key=lambda r: r["time"])
-    assert audit.malformed.count() == 0
+    assert audit.quarantine.count() == 0
     assert [r["schema"] for r in rows] == [1, 1, 2, 2]
     for row in rows[:2]:
         assert all(row[name] is None for name in V2_FIELDS)
@@ -97,7 +110,9 @@ def test_admin_api_and_broker_config_events_are_good_events_without_a_topic(
     no_topic = topics[0] | {"topic": None}
     write_events(tmp_path / "audit.jsonl", [*admin, config, *topics[1:], no_topic])
     audit = read_audit(spark, [str(tmp_path)])
-    assert [r["problem"] for r in audit.malformed.collect()] == ["missing field topic"]
+    assert [r["problem"] for r in audit.quarantine.collect()] == [
+        "field topic: null in a topic record"
+    ]
     rows = {r["decision_id"]: r for r in audit.events.collect()}
     assert len(rows) == 5
     row = rows[config["decision_id"]]

@@ -258,19 +258,18 @@ def test_bad_lines_are_counted_and_corrupt_requests_become_errors(
     summary = run_replay(spark, str(EXAMPLE), [str(tmp_path / "audit")], str(tmp_path / "out"))
     assert summary["requests"] == 20
     assert summary["errors"] == 3
-    assert summary["malformed_lines"] == 3
+    assert (summary["lines"]["malformed"], summary["lines"]["unknown_version"]) == (2, 1)
     rows = spark.read.parquet(str(tmp_path / "out" / "decisions")).where("flip = 'error'")
     reasons = sorted(r["reason"] for r in rows.collect())
     assert [r.split(":")[0] for r in reasons] == ["cannot replay"] * 3
     assert any("KeyError: 'action'" in r for r in reasons)
     assert any("'explode' is not a valid Action" in r for r in reasons)
-    malformed = spark.read.parquet(str(tmp_path / "out" / "malformed")).collect()
-    assert sum(r["lines"] for r in malformed) == 3
-    assert {r["problem"] for r in malformed} == {
-        "not a JSON object of the audit schema",
-        "schema version 9",
+    bad = spark.read.parquet(str(tmp_path / "out" / "bad_lines")).collect()
+    assert {(r["kind"], r["problem"]): r["lines"] for r in bad} == {
+        ("malformed", "not valid JSON"): 2,
+        ("unknown_version", "schema version 9"): 1,
     }
-    assert all(r["source"].endswith("a.jsonl") for r in malformed)
+    assert all(r["source"].endswith("a.jsonl") for r in bad)
 
 
 def test_a_bad_policy_is_refused_before_any_spark_work(spark: SparkSession, tmp_path: Path) -> None:

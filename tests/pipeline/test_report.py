@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit_events import read_audit
 from pipeline.replay import run_replay
-from pipeline.report import UNNAMED, run_report
+from pipeline.report import run_report
 from policy.builders import create_request
 from policy.cluster import InMemoryCluster
 from policy.decision_log import V2_FIELDS, RecordedAction, Stamp, decision_record
@@ -125,7 +125,7 @@ def _v1(event: dict[str, Any]) -> dict[str, Any]:
 
 def _rules(event: dict[str, Any]) -> list[tuple[str, str]]:
     # A rule whose two checks both failed is listed twice: the report counts it once.
-    return list(dict.fromkeys((v.get("rule", UNNAMED), v["mode"]) for v in event["violations"]))
+    return list(dict.fromkeys((v["rule"], v["mode"]) for v in event["violations"]))
 
 
 def _table(spark: SparkSession, out: Path, name: str) -> list[dict[str, Any]]:
@@ -155,16 +155,18 @@ def run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Run:
         events.insert(150 * i + 75, config)
     for i, call in enumerate(admin):
         events.insert(500 * i + 200, call)
-    # A violation that lost its rule name is still a violation, and the event is still one.
-    nameless = next(e for e in events[2000:] if e["decision"] == "denied")
-    nameless["violations"][0].pop("rule")
     (root / "dir").mkdir()
     (root / "glob").mkdir()
     write_events(root / "dir" / "audit.jsonl", events[:1000])
     write_events(root / "glob" / "audit-1.jsonl", events[1000:2000])
     good = [json.dumps(e) for e in events[2000:]]
     config = json.loads(json.dumps(configs[0]))
+    # A violation that lost its rule name: the schema requires one.
+    denied = json.loads(next(line for line in good[4:] if '"decision": "denied"' in line))
+    denied["violations"][0].pop("rule")
     bad = [
+        "",
+        json.dumps(denied),
         "not json",
         good[0][:-7],  # a line cut short
         json.dumps(json.loads(good[1]) | {"schema": 3}),
@@ -338,22 +340,24 @@ def test_would_deny_counts_audit_rules(spark: SparkSession, run: Run) -> None:
 
 def test_malformed_lines_are_counted_by_file_and_reason(spark: SparkSession, run: Run) -> None:
     expected = {
-        "not a JSON object of the audit schema": 2,
-        "schema version 3": 1,
+        "not valid JSON": 2,
         "missing field principal": 2,
-        "a topic on resource type broker": 1,
+        "field violations: [0] missing field rule": 1,
+        "field topic: set in a record of resource type broker": 1,
         "action alter_broker_config on resource type topic": 1,
-        "missing field topic": 1,  # a schema 1 record is about a topic
-        "unknown action alter_cluster": 1,
-        "unknown resource type controller": 1,
+        "field topic: null in a topic record": 1,  # a schema 1 record is about a topic
+        "field action: unknown value 'alter_cluster'": 1,
+        "field resource_type: unknown value 'controller'": 1,
     }
-    rows = _table(spark, run.out, "malformed")
-    assert {r["problem"]: r["lines"] for r in rows} == expected
+    rows = _table(spark, run.out, "bad_lines")
+    assert {r["problem"]: r["lines"] for r in rows if r["kind"] == "malformed"} == expected
     assert all(r["source"].endswith("/" + run.malformed_file) for r in rows)
-    malformed = run.summary["malformed"]
-    assert malformed["total"] == 10
-    assert malformed["by_problem"] == expected
-    assert list(malformed["by_file"].values()) == [10]
+    lines = run.summary["lines"]
+    assert (lines["malformed"], lines["blank"], lines["unknown_version"]) == (10, 1, 1)
+    assert lines["malformed_by_problem"] == expected
+    assert lines["unknown_versions"] == {"3": 1}
+    assert list(lines["bad_by_file"].values()) == [12]
+    assert lines["total"] == EVENTS + 12
     # Every good event is still counted, the ones next to the bad lines too.
     assert run.summary["events"] == EVENTS
     assert run.summary["decisions"] == dict(Counter(e["decision"] for e in run.events))
@@ -370,13 +374,13 @@ def test_every_job_counts_the_same_events(
     audit = read_audit(spark, run.inputs)
     read = {r["action"]: r["count"] for r in audit.events.groupBy("action").count().collect()}
     assert read == dict(actions)
-    assert audit.malformed.count() == run.summary["malformed"]["total"]
+    assert audit.quarantine.count() == run.summary["lines"]["total"] - EVENTS
     root = tmp_path_factory.mktemp("replay")
     snapshot = write_snapshot(root / "snapshot.jsonl", example_cluster())
     replay = run_replay(spark, str(POLICY), run.inputs, str(root / "out"), [str(snapshot)])
     assert replay["requests"] == run.summary["events"] == EVENTS
     assert replay["actions"] == run.summary["actions"]
-    assert replay["malformed_lines"] == run.summary["malformed"]["total"]
+    assert replay["lines"] == run.summary["lines"]
     # Replayed as recorded, broker config changes too: new topic-config defaults included.
     assert replay["unchanged"] == EVENTS
     assert replay["new_decisions"] == run.summary["decisions"] | {"unknown": 0, "error": 0}
@@ -421,7 +425,7 @@ def test_html_report_is_self_contained_with_the_key_numbers(run: Run) -> None:
     assert "<dd>10</dd>" in html  # malformed lines
     assert "<h2>Decisions by action</h2>" in html
     assert "<td>alter_broker_config</td>" in html and "<td>admin_api</td>" in html
-    for problem in ("not a JSON object of the audit schema", "missing field principal"):
+    for problem in ("not valid JSON", "missing field principal"):
         assert f"<td>{problem}</td>" in html
     assert run.malformed_file in html
     assert run.summary["top_principals"][0]["principal"] in html
@@ -433,10 +437,10 @@ def test_empty_input_gives_an_empty_report(spark: SparkSession, tmp_path: Path) 
     out = tmp_path / "out"
     summary = run_report(spark, [str(tmp_path / "empty.jsonl")], out.as_uri())
     assert summary["events"] == 0
-    assert summary["malformed"]["total"] == 0
+    assert summary["lines"]["total"] == 0
     assert summary["time_range"] == {"first": None, "last": None}
     assert summary["top_principals"] == summary["top_rules"] == []
-    for name in ("decisions", "violations", "top_denied_principals", "malformed"):
+    for name in ("decisions", "violations", "top_denied_principals", "bad_lines"):
         assert _table(spark, out, name) == []
     html = (out / "report.html").read_text()
     assert _self_contained(html) == []

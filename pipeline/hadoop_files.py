@@ -1,0 +1,83 @@
+"""Listing and reading files on any Hadoop file system (local, HDFS, S3A, ABFS, GCS) via Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """A file as the file system lists it: its URI, size in bytes and mtime in epoch ms."""
+
+    path: str
+    size: int
+    mtime: int
+
+
+def list_files(spark: SparkSession, paths: Sequence[str]) -> list[FileStatus]:
+    """The files of files, directories (recursively) and globs, as Spark would read them.
+
+    Hidden names (starting with `_` or `.`) are skipped inside directories, as Spark does;
+    a path that matches nothing is an error (FileNotFoundError), as it is for Spark.
+    """
+    jvm, conf = _hadoop(spark)
+    found: dict[str, FileStatus] = {}
+    for path in paths:
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(conf)
+        matches = fs.globStatus(hadoop_path)
+        if not matches:
+            raise FileNotFoundError(f"{path}: no such file or directory")
+        for status in matches:
+            for file in _walk(fs, status):
+                found.setdefault(file.path, file)
+    return sorted(found.values(), key=lambda f: f.path)
+
+
+def _walk(fs: Any, status: Any) -> Iterator[FileStatus]:
+    if not status.isDirectory():
+        yield FileStatus(status.getPath().toString(), status.getLen(), status.getModificationTime())
+        return
+    for child in fs.listStatus(status.getPath()):
+        if not child.getPath().getName().startswith(("_", ".")):
+            yield from _walk(fs, child)
+
+
+def exists(spark: SparkSession, path: str) -> bool:
+    """Whether `path` exists."""
+    jvm, conf = _hadoop(spark)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hadoop_path.getFileSystem(conf).exists(hadoop_path))
+
+
+def read_text(spark: SparkSession, path: str) -> str:
+    """A small file's text (UTF-8)."""
+    jvm, conf = _hadoop(spark)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    stream = hadoop_path.getFileSystem(conf).open(hadoop_path)
+    try:
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def head(spark: SparkSession, path: str, limit: int = 4096) -> bytes:
+    """The first `limit` bytes of a file (fewer if it is shorter)."""
+    jvm, conf = _hadoop(spark)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    stream = hadoop_path.getFileSystem(conf).open(hadoop_path)
+    try:
+        bounded = jvm.org.apache.commons.io.input.BoundedInputStream(stream, limit)
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
+    finally:
+        stream.close()
+
+
+def _hadoop(spark: SparkSession) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm, spark.sparkContext._jsc.hadoopConfiguration()

@@ -1,0 +1,178 @@
+"""The audit lake: audit lines as Parquet, partitioned by date, ingested incrementally.
+
+Layout under the lake's root (docs/pipeline.md#the-audit-lake):
+
+- `table=events/date=YYYY-MM-DD/batch=B/`: good events, the UTC date of their `time`;
+- `table=quarantine/date=__HIVE_DEFAULT_PARTITION__/batch=B/`: the lines that are not;
+- `_manifest/B.json`: one per committed batch, naming each file it ingested (path, size,
+  mtime) with its line counts.
+
+Both tables have the columns of `pipeline.audit_events` (LINE_COLUMNS, then the event's).
+A batch counts once its manifest is written: readers keep only committed batches, so a run
+that died half-way leaves files nobody reads, and the next run ingests its files again.
+A file is known by its size and mtime wherever it is: a log the proxy rotated (renamed) is
+not ingested twice. A file at an ingested path with another size or mtime is a new log if it
+starts with another line (the proxy started it after rotating the old one away), else the
+same log written to since: that one is skipped with a warning, never ingested twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipeline.audit_events import (
+    LINE_COLUMNS,
+    AuditInput,
+    event_schema,
+    line_summary,
+    read_audit,
+)
+from pipeline.hadoop_files import FileStatus, exists, head, list_files, read_text
+from pipeline.output import write_text
+
+EVENTS = "events"
+QUARANTINE = "quarantine"
+MANIFEST = "_manifest"
+
+
+def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, Any]:
+    """Add the audit files not yet in the lake as one batch; return what was done."""
+    lake = lake.rstrip("/")
+    batches = committed(spark, lake)
+    by_identity = {(f["size"], f["mtime"]): f["path"] for b in batches for f in b["files"]}
+    by_path = {_key(f["path"]): f for b in batches for f in b["files"]}
+    new: list[FileStatus] = []
+    known: list[str] = []
+    warnings: list[str] = []
+    for file in list_files(spark, paths):
+        if (file.size, file.mtime) in by_identity:
+            known.append(file.path)
+        elif by_path.get(_key(file.path), {}).get("head") == _fingerprint(spark, file.path):
+            warnings.append(
+                f"{file.path} changed since it was ingested (size or mtime): not ingested "
+                "again, its earlier lines would count twice"
+            )
+        else:
+            new.append(file)  # a new file, maybe at the path of one rotated away
+    summary: dict[str, Any] = {
+        "lake": lake,
+        "batch": None,
+        "files": {"ingested": len(new), "already_ingested": len(known), "changed": len(warnings)},
+        "lines": line_summary(0, ()),
+        "warnings": warnings,
+    }
+    if not new:
+        return summary
+    batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    lines = read_audit(spark, [f.path for f in new]).lines
+    table = F.when(F.col("problem").isNull(), F.lit(EVENTS)).otherwise(F.lit(QUARANTINE))
+    (
+        lines.withColumn("table", table)
+        .withColumn("date", F.to_date("time"))
+        .withColumn("batch", F.lit(batch))
+        .write.mode("append")
+        .partitionBy("table", "date", "batch")
+        .parquet(lake)
+    )
+    written = _batch(spark, lake, batch)
+    per_file = (
+        written.groupBy("source", "kind", "problem").agg(F.count(F.lit(1)).alias("lines")).collect()
+    )
+    counts = [r.asDict() for r in per_file]
+    files = []
+    for file in new:
+        mine = [r for r in counts if _key(r["source"]) == _key(file.path)]
+        events = sum(r["lines"] for r in mine if r["kind"] is None)
+        bad = [r for r in mine if r["kind"] is not None]
+        files.append(
+            {
+                "path": file.path,
+                "size": file.size,
+                "mtime": file.mtime,
+                "head": _fingerprint(spark, file.path),
+                "lines": line_summary(events, bad),
+            }
+        )
+    manifest = {"batch": batch, "committed": datetime.now(UTC).isoformat(), "files": files}
+    # The commit: until this file exists, nobody reads the batch.
+    write_text(spark, f"{lake}/{MANIFEST}", f"{batch}.json", json.dumps(manifest, indent=1))
+    events = sum(r["lines"] for r in counts if r["kind"] is None)
+    summary["batch"] = batch
+    summary["lines"] = line_summary(events, [r for r in counts if r["kind"] is not None])
+    return summary
+
+
+def committed(spark: SparkSession, lake: str) -> list[dict[str, Any]]:
+    """The manifests of the lake's committed batches, oldest first."""
+    directory = f"{lake.rstrip('/')}/{MANIFEST}"
+    if not exists(spark, directory):
+        return []
+    batches = []
+    for file in list_files(spark, [directory]):
+        try:
+            batches.append(json.loads(read_text(spark, file.path)))
+        except ValueError:
+            continue  # cut short while being written: that batch was never committed
+    return sorted(batches, key=lambda b: b["batch"])
+
+
+def read_lake(spark: SparkSession, lake: str, *, with_request: bool = True) -> AuditInput:
+    """Every line of the lake's committed batches, as `read_audit` reads raw files."""
+    lake = lake.rstrip("/")
+    names = [b["batch"] for b in committed(spark, lake)]
+    if not names:
+        raise FileNotFoundError(f"{lake}: no ingested batch (run `pipeline ingest` first)")
+    columns = [*LINE_COLUMNS, *event_schema(with_request=with_request).fieldNames()]
+    return AuditInput(spark.read.parquet(lake).where(F.col("batch").isin(*names)).select(*columns))
+
+
+def _batch(spark: SparkSession, lake: str, batch: str) -> DataFrame:
+    return (
+        spark.read.parquet(lake).where(F.col("batch") == batch).select("source", "kind", "problem")
+    )
+
+
+@dataclass(frozen=True)
+class AuditSource:
+    """What a job reads: raw audit files (`paths`) or a lake."""
+
+    paths: Sequence[str] = ()
+    lake: str | None = None
+
+    def read(self, spark: SparkSession, *, with_request: bool = True) -> AuditInput:
+        """Every line of the input."""
+        if self.lake is not None:
+            return read_lake(spark, self.lake, with_request=with_request)
+        return read_audit(spark, self.paths, with_request=with_request)
+
+    @property
+    def label(self) -> str:
+        """The input as a report names it."""
+        return f"the lake {self.lake}" if self.lake is not None else ", ".join(self.paths)
+
+
+def _fingerprint(spark: SparkSession, path: str) -> str:
+    # The first line stays when a log is appended to; a new log at the same path starts
+    # with another event (its time and decision id).
+    first = head(spark, path).split(b"\n", 1)[0]
+    return hashlib.sha256(first).hexdigest()[:32]
+
+
+def _key(uri: str) -> tuple[str, str, str]:
+    # Spark names a file file:///a%20b, Hadoop file:/a b: the same file.
+    parsed = urlparse(uri)
+    return (parsed.scheme or "file", parsed.netloc, unquote(parsed.path))
+
+
+def as_source(audit: AuditSource | Sequence[str]) -> AuditSource:
+    """A job's input: a source as it is, or raw audit paths."""
+    return audit if isinstance(audit, AuditSource) else AuditSource(paths=tuple(audit))
