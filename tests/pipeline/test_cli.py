@@ -106,3 +106,34 @@ def test_a_bad_snapshot_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
     assert len(errors) == 1
     assert "no end line" in errors[0]
     assert "Traceback" not in done.stderr
+
+
+def test_ingest_then_report_from_the_lake_on_the_command_line(tmp_path: Path) -> None:
+    from policy.loader import load_policy
+    from tests.pipeline.audit_data import example_cluster, generate_events, write_events
+
+    policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    (tmp_path / "logs").mkdir()
+    write_events(tmp_path / "logs" / "audit.jsonl", generate_events(policy, example_cluster(), 50))
+    with (tmp_path / "logs" / "audit.jsonl").open("a") as log:
+        log.write("\n{not json\n")
+    command = [str(BIN / "kafka-policy-proxy"), "pipeline"]
+    lake = str(tmp_path / "lake")
+
+    def run(*args: str) -> dict[str, object]:
+        done = subprocess.run(
+            [*command, *args, "--master", "local[1]"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        result: dict[str, object] = json.loads(done.stdout)
+        return result
+
+    ingested = run("ingest", "--audit", str(tmp_path / "logs"), "--lake", lake)
+    report = run("report", "--lake", lake, "--out", str(tmp_path / "out"))
+    assert ingested["lines"] == report["lines"]
+    assert report["lines"]["events"] == 50  # type: ignore[index]
+    assert (report["lines"]["blank"], report["lines"]["malformed"]) == (1, 1)  # type: ignore[index]
