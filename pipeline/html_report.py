@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import matplotlib
@@ -57,20 +58,109 @@ def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], xlabel
     return Chart(title, _png(fig))
 
 
+@dataclass(frozen=True)
+class Periods:
+    """The periods of a time axis (their starts, in UTC) and whether the first and last are
+    only partly covered by the data: drawn shaded, so that they do not read as a drop."""
+
+    starts: Sequence[datetime]
+    step: timedelta
+    first_partial: bool = False
+    last_partial: bool = False
+
+
 def time_chart(
-    title: str, times: Sequence[datetime], series: dict[str, Sequence[float]], ylabel: str
+    title: str,
+    periods: Periods,
+    series: dict[str, Sequence[float]],
+    ylabel: str,
+    rate: tuple[str, Sequence[float]] | None = None,
 ) -> Chart:
-    """One line per series over time."""
+    """One line per series over time; `rate` (a name and shares 0..1) on a right-hand axis."""
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    x: list[Any] = list(times)  # matplotlib plots datetimes; its stubs want numbers
+    x: list[Any] = list(periods.starts)  # matplotlib plots datetimes; its stubs want numbers
     for name, values in series.items():
-        ax.plot(x, values, label=name, marker="." if len(times) < 50 else None)
+        ax.plot(x, values, label=name, marker="." if len(x) < 50 else None)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    if len(series) > 1:
-        ax.legend()
+    ax.set_xlabel("UTC")
+    handles, labels = ax.get_legend_handles_labels()
+    if rate is not None:
+        right = ax.twinx()
+        name, shares = rate
+        (line,) = right.plot(x, [100 * v for v in shares], "k--", linewidth=1)
+        right.set_ylabel(f"{name} (%)")
+        right.set_ylim(0, 100)
+        handles.append(line)
+        labels.append(f"{name} (%, right)")
+    _shade_partial(ax, periods)
+    if len(labels) > 1:
+        ax.legend(handles, labels, fontsize="small")
     fig.autofmt_xdate()
     return Chart(title, _png(fig))
+
+
+def small_multiples(
+    title: str, periods: Periods, series: dict[str, Sequence[float]], ylabel: str
+) -> Chart:
+    """One small chart per series, on one shared time axis: a trend per rule, say."""
+    columns = min(3, len(series))
+    rows = -(-len(series) // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(3.2 * columns, 2.2 * rows + 0.6), sharex=True, squeeze=False
+    )
+    x: list[Any] = list(periods.starts)
+    for ax, (name, values) in zip(axes.flat, series.items(), strict=False):
+        ax.plot(x, values, color="#c0392b")
+        ax.set_title(name, fontsize="small")
+        ax.tick_params(labelsize="x-small")
+        ax.set_ylim(bottom=0)
+        _shade_partial(ax, periods, label=False)
+    for ax in list(axes.flat)[len(series) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{title} ({ylabel}; UTC; shaded: partial period)")
+    fig.autofmt_xdate()
+    return Chart(title, _png(fig))
+
+
+def utc(moment: datetime | None) -> str | None:
+    """A time as reports show it: to the second, in UTC, saying so."""
+    return None if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def percent(part: float, whole: float) -> str:
+    """`part` as a share of `whole`, for a report cell."""
+    return "-" if not whole else f"{100 * part / whole:.1f}%"
+
+
+def _shade_partial(ax: Any, periods: Periods, *, label: bool = True) -> None:
+    ends = []
+    if periods.first_partial:
+        ends.append(periods.starts[0])
+    if periods.last_partial and (len(periods.starts) > 1 or not periods.first_partial):
+        ends.append(periods.starts[-1])
+    for start in ends:
+        ax.axvspan(start, start + periods.step, color="#999999", alpha=0.25, label="_partial")
+    if ends and label:
+        ax.text(
+            0.99,
+            0.97,
+            "shaded: partial period",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize="x-small",
+            color="#555555",
+        )
+
+
+def chart_files(name: str, report: Report) -> dict[str, bytes]:
+    """The report's charts as PNG files to write beside `name`.html, by file name."""
+    charts = [p for p in report.parts if isinstance(p, Chart)]
+    return {
+        f"{name}-{i}-{re.sub(r'[^a-z0-9]+', '-', c.title.lower()).strip('-')[:40]}.png": c.png
+        for i, c in enumerate(charts, 1)
+    }
 
 
 def render(report: Report) -> str:

@@ -67,9 +67,9 @@ from pipeline.audit_events import (
     resource,
     resource_type,
 )
-from pipeline.html_report import Chart, Report, Table, bar_chart, render
+from pipeline.html_report import Chart, Report, Table, bar_chart, percent, utc
 from pipeline.lake import AuditSource, as_source
-from pipeline.output import write_text
+from pipeline.output import write_report, write_text
 from pipeline.snapshots import SnapshotError, read_clusters, read_snapshot_lines
 from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
 from policy.admin_apis import AdminDecision, AdminRequest
@@ -109,8 +109,8 @@ NEW_DECISIONS = (*(o.value for o in Outcome), UNKNOWN, ERROR)
 FLIPS = (NO_FLIP, ALLOW_TO_DENY, DENY_TO_ALLOW, UNKNOWN, ERROR)
 BAD_LINES_SCHEMA = "source string, kind string, problem string, lines long"
 TABLES = ("decisions", "flips", "bad_lines")
-SAMPLE_ROWS = 100
-TABLE_ROWS = 50
+SAMPLE_ROWS = 10  # the flipped requests shown; all of them are in `decisions`
+TABLE_ROWS = 10
 CHART_RULES = 20
 
 RESULT = pa.struct(
@@ -478,7 +478,7 @@ def run_replay(
         cluster_id=cluster_id,
         outputs=outputs,
     )
-    write_text(spark, base, "replay.html", render(_html(facts, summary, source.label)))
+    write_report(spark, base, "replay", _html(facts, summary, source.label))
     write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
@@ -548,6 +548,13 @@ def _collect_facts(
         .limit(TABLE_ROWS)
         .collect()
     )
+    by_resource = (
+        flipped.groupBy("flip", "resource_type", "resource")
+        .agg(F.count(F.lit(1)).alias("requests"))
+        .orderBy(F.desc("requests"), "flip", "resource_type", "resource")
+        .limit(TABLE_ROWS)
+        .collect()
+    )
     sample = (
         flipped.orderBy("time", "principal", "resource_type", "resource")
         .select(
@@ -577,6 +584,7 @@ def _collect_facts(
     return {
         "by_rule": [r.asDict() for r in by_rule],
         "by_principal": [r.asDict() for r in by_principal],
+        "by_resource": [r.asDict() for r in by_resource],
         "sample": [r.asDict() for r in sample],
         "reasons": [r.asDict() for r in reasons],
         "bad_lines": [r.asDict() for r in bad_lines],
@@ -611,9 +619,8 @@ def _summary(
     }
 
 
-def _time(micros: int) -> str:
-    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _time(micros: int) -> str | None:
+    return utc(datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros))
 
 
 def _html(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> Report:
@@ -637,8 +644,43 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> Report:
             f"{snapshot['cluster_id']} ({', '.join(snapshot['paths'])}); each event's own "
             "topic state wins over the snapshot's."
         )
+    requests = summary["requests"]
+    flips = summary["allow_to_deny"] + summary["deny_to_allow"]
     to_deny = [r for r in facts["by_rule"] if r["flip"] == ALLOW_TO_DENY]
-    parts: list[Table | Chart] = []
+    parts: list[Table | Chart] = [
+        Table(
+            f"Most affected topics and resources (the top {TABLE_ROWS})",
+            ["flip", "resource", "requests", "share of requests"],
+            [
+                [
+                    r["flip"],
+                    f"{r['resource_type']} {r['resource']}".rstrip(),
+                    r["requests"],
+                    percent(r["requests"], requests),
+                ]
+                for r in facts["by_resource"]
+            ],
+            "no flips",
+        ),
+        Table(
+            f"Most affected principals (the top {TABLE_ROWS})",
+            ["flip", "principal", "requests", "share of requests"],
+            [
+                [r["flip"], r["principal"], r["requests"], percent(r["requests"], requests)]
+                for r in facts["by_principal"]
+            ],
+            "no flips",
+        ),
+        Table(
+            f"Most affected rules (the top {TABLE_ROWS}; all in flips/)",
+            ["flip", "rule", "requests", "principals"],
+            [
+                [r["flip"], r["rule"], r["requests"], r["principals"]]
+                for r in facts["by_rule"][:TABLE_ROWS]
+            ],
+            "no flips",
+        ),
+    ]
     if to_deny:
         top = to_deny[:CHART_RULES]
         parts.append(
@@ -651,19 +693,7 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> Report:
         )
     parts += [
         Table(
-            "Flips by rule",
-            ["flip", "rule", "requests", "principals"],
-            [[r["flip"], r["rule"], r["requests"], r["principals"]] for r in facts["by_rule"]],
-            "no flips",
-        ),
-        Table(
-            f"Flips by principal (the top {TABLE_ROWS})",
-            ["flip", "principal", "requests"],
-            [[r["flip"], r["principal"], r["requests"]] for r in facts["by_principal"]],
-            "no flips",
-        ),
-        Table(
-            f"Flipped requests (the first {SAMPLE_ROWS} by time)",
+            f"A sample of flipped requests (the first {SAMPLE_ROWS} by time; all in decisions/)",
             ["time", "flip", "principal", "resource", "action", "recorded rules", "new violations"],
             [
                 [
@@ -695,12 +725,13 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> Report:
     return Report(
         "Policy replay: what the candidate policy would change",
         figures=[
-            ("requests", summary["requests"]),
+            ("would flip", percent(flips, requests)),
+            ("allow->deny", _counted(summary["allow_to_deny"], requests)),
+            ("deny->allow", _counted(summary["deny_to_allow"], requests)),
+            ("requests", requests),
             ("unchanged", summary["unchanged"]),
             ("of which other rules", summary["rules_changed"]),
-            ("allow->deny", summary["allow_to_deny"]),
-            ("deny->allow", summary["deny_to_allow"]),
-            ("unknown", summary["unknown"]),
+            ("unknown", _counted(summary["unknown"], requests)),
             ("errors", summary["errors"]),
             ("malformed lines", summary["lines"]["malformed"]),
             ("blank lines", summary["lines"]["blank"]),
@@ -709,3 +740,7 @@ def _html(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> Report:
         notes=notes,
         parts=parts,
     )
+
+
+def _counted(count: int, total: int) -> str:
+    return f"{count:,} ({percent(count, total)})"

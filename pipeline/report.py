@@ -16,10 +16,10 @@ UTC instants, counts are longs:
   rule, rule_mode, events.
   One count per (event, violated rule): an event breaking two rules counts once for each; a
   rule listed twice in one event (two of its checks failed) counts once.
-- `top_denied_principals`: rank, principal, denials, topics, first_seen, last_seen. Denied
-  events per principal over the whole input (records of no topic included), the distinct
-  topics denied, the first and last denial; rank 1 has the most denials, ties by name. Only
-  principals with denials.
+- `top_denied_principals`: rank, principal, denials, events, topics, first_seen, last_seen.
+  Denied events per principal over the whole input (records of no topic included), all its
+  events (so denials / events is its denial rate), the distinct topics denied, the first and
+  last denial; rank 1 has the most denials, ties by name. Only principals with denials.
 - `top_denied_rules`: rank, rule, denials, principals, topics, first_seen, last_seen. Denied
   events in which the rule was violated in enforce mode (an event denied by two rules counts
   for both).
@@ -29,13 +29,14 @@ UTC instants, counts are longs:
   would fail if the rule were enforced; `denied_anyway` the events an enforce rule denied
   anyway; `fired` = would_deny + denied_anyway, every time the rule fired. `topics`,
   `first_seen` and `last_seen` are over every firing.
-- `malformed`: source, problem, lines. Lines that are not good events, by file (as a URI)
-  and reason (`AuditInput.malformed`); they are never counted as events.
+- `bad_lines`: source, kind, problem, lines. Lines that are not good events, by file (as a
+  URI), kind and reason (`pipeline.audit_lines`); they are never counted as events.
 
-The ranked tables, `would_deny` and `malformed` are sorted; the others are in no order.
-`report.html` (self-contained) and `summary.json` (what `run_report` returns) sit next to them;
-the summary counts the events per decision and per recorded action (`actions`, every action
-of the record's schema, zeros included), as the replay's summary does.
+The ranked tables, `would_deny` and `bad_lines` are sorted; the others are in no order.
+`report.html` (self-contained), its charts as PNG files and `summary.json` (what `run_report`
+returns) sit next to them; the summary counts the events per decision and per recorded action
+(`actions`, every action of the record's schema, zeros included), and the input's `lines`, as
+the replay's summary does.
 """
 
 from __future__ import annotations
@@ -61,9 +62,19 @@ from pipeline.audit_events import (
     resource,
     resource_type,
 )
-from pipeline.html_report import Chart, Report, Table, bar_chart, render, time_chart
+from pipeline.html_report import (
+    Chart,
+    Periods,
+    Report,
+    Table,
+    bar_chart,
+    percent,
+    small_multiples,
+    time_chart,
+    utc,
+)
 from pipeline.lake import AuditSource, as_source
-from pipeline.output import write_text
+from pipeline.output import write_report, write_text
 
 EVENT_KEYS = (
     "principal",
@@ -76,6 +87,7 @@ EVENT_KEYS = (
     "mode",
 )
 TOP = 10  # rows in the summary and the bar charts
+TRENDS = 9  # rules with a trend chart of their own
 TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
 # Beyond a week, hourly points are too many to read: the chart switches to days.
 HOURLY_SPAN = timedelta(days=7)
@@ -96,6 +108,7 @@ SMALL_TABLES = {
         ("rank", LongType),
         ("principal", StringType),
         ("denials", LongType),
+        ("events", LongType),
         ("topics", LongType),
         *_SEEN,
     ),
@@ -164,6 +177,14 @@ def run_report(spark: SparkSession, audit: AuditSource | Sequence[str], out: str
         decisions.groupBy("action", "decision").agg(F.sum("events").alias("events")), ()
     )
     ordered = _ordered(small)
+    trending = [r["rule"] for r in ordered["top_denied_rules"][:TRENDS]]
+    rule_hours = _rows(
+        spark.read.parquet(outputs["violations"])
+        .where(_denied() & (F.col("rule_mode") == "enforce") & F.col("rule").isin(*trending))
+        .groupBy("hour", "rule")
+        .agg(F.sum("events").alias("events")),
+        ("hour",),
+    )
     for name, rows in ordered.items():
         outputs[name] = f"{base}/{name}"
         schema = SMALL_TABLES[name]
@@ -173,8 +194,9 @@ def run_report(spark: SparkSession, audit: AuditSource | Sequence[str], out: str
     outputs["report"] = f"{base}/report.html"
     outputs["summary"] = f"{base}/summary.json"
     facts = _facts(totals, hourly, by_action, ordered)
+    facts["rule_hours"] = rule_hours
     summary = _summary(facts, outputs)
-    write_text(spark, base, "report.html", render(_html(facts, source.label)))
+    write_report(spark, base, "report", _html(facts, source.label))
     write_text(spark, base, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
@@ -290,11 +312,19 @@ def small_aggregates(whole: DataFrame) -> dict[str, DataFrame]:
     events = good.where(F.col("rule").isNull())
     violated = good.where(F.col("rule").isNotNull())
     seen = (F.min("first_seen").alias("first_seen"), F.max("last_seen").alias("last_seen"))
+    denied = _denied()
     principals = (
-        events.where(_denied())
-        .groupBy("principal")
-        # One row per (principal, topic) here: counting rows counts distinct topics.
-        .agg(F.sum("events").alias("denials"), F.count("topic").alias("topics"), *seen)
+        events.groupBy("principal")
+        # One row per (principal, topic, decision) here: counting the denied rows with a
+        # topic counts the distinct topics denied.
+        .agg(
+            _sum_if(denied, "events").alias("denials"),
+            F.sum("events").alias("events"),
+            F.count(F.when(denied, F.col("topic"))).alias("topics"),
+            F.min(F.when(denied, F.col("first_seen"))).alias("first_seen"),
+            F.max(F.when(denied, F.col("last_seen"))).alias("last_seen"),
+        )
+        .where(F.col("denials") > 0)
     )
     rules = (
         violated.where(_denied() & (F.col("rule_mode") == "enforce"))
@@ -468,7 +498,10 @@ def _html(facts: dict[str, Any], audit: str) -> Report:
         )
     parts: list[Table | Chart] = []
     if total:
-        parts.append(_time_chart(facts))
+        periods = periods_of(facts)
+        parts.append(_time_chart(facts, periods))
+        if facts["rule_hours"]:
+            parts.append(_rule_trends(facts, periods))
     if facts["rules"]:
         top = facts["rules"][:TOP]
         parts.append(
@@ -502,18 +535,52 @@ def _html(facts: dict[str, Any], audit: str) -> Report:
         ),
         Table(
             _shown("Top denied principals", facts["principals"], "top_denied_principals"),
-            ["rank", "principal", "denials", "topics", "first denial", "last denial"],
             [
-                [r["rank"], r["principal"], r["denials"], r["topics"], *_seen(r)]
+                "rank",
+                "principal",
+                "denials",
+                "events",
+                "denial rate",
+                "topics",
+                "first denial",
+                "last denial",
+            ],
+            [
+                [
+                    r["rank"],
+                    r["principal"],
+                    r["denials"],
+                    r["events"],
+                    percent(r["denials"], r["events"]),
+                    r["topics"],
+                    *_seen(r),
+                ]
                 for r in facts["principals"][:TABLE_ROWS]
             ],
             "no denials",
         ),
         Table(
             _shown("Top rules by denials (enforce mode)", facts["rules"], "top_denied_rules"),
-            ["rank", "rule", "denials", "principals", "topics", "first denial", "last denial"],
             [
-                [r["rank"], r["rule"], r["denials"], r["principals"], r["topics"], *_seen(r)]
+                "rank",
+                "rule",
+                "denials",
+                "share of denied events",
+                "principals",
+                "topics",
+                "first denial",
+                "last denial",
+            ],
+            [
+                [
+                    r["rank"],
+                    r["rule"],
+                    r["denials"],
+                    percent(r["denials"], decisions["denied"]),
+                    r["principals"],
+                    r["topics"],
+                    *_seen(r),
+                ]
                 for r in facts["rules"][:TABLE_ROWS]
             ],
             "no rule denied anything",
@@ -553,14 +620,14 @@ def _html(facts: dict[str, Any], audit: str) -> Report:
         "Audit report: who is being denied what",
         figures=[
             ("events", total),
-            ("allowed", decisions["allowed"]),
-            ("denied", decisions["denied"]),
-            ("audit-would-deny", decisions["audit-would-deny"]),
+            ("allowed", _with_rate(decisions["allowed"], total)),
+            ("denied", _with_rate(decisions["denied"], total)),
+            ("audit-would-deny", _with_rate(decisions["audit-would-deny"], total)),
             ("malformed lines", lines["malformed"]),
             ("blank lines", lines["blank"]),
             ("unknown schema versions", lines["unknown_version"]),
-            ("first event", _iso(facts["first"])),
-            ("last event", _iso(facts["last"])),
+            ("first event", utc(facts["first"])),
+            ("last event", utc(facts["last"])),
         ],
         notes=notes,
         parts=parts,
@@ -574,29 +641,66 @@ def _shown(title: str, rows: Sequence[Any], table: str) -> str:
 
 
 def _seen(row: dict[str, Any]) -> list[str | None]:
-    return [_iso(row["first_seen"]), _iso(row["last_seen"])]
+    return [utc(row["first_seen"]), utc(row["last_seen"])]
 
 
-def _time_chart(facts: dict[str, Any]) -> Chart:
+def _with_rate(count: int, total: int) -> str:
+    return f"{count:,} ({percent(count, total)})"
+
+
+def periods_of(facts: dict[str, Any]) -> Periods:
+    """Hours, or days beyond a week, from the first event's to the last's; a period the data
+    does not cover from start to end (the first began earlier, the last ends later) is
+    partial."""
     first: datetime = facts["first"]
     last: datetime = facts["last"]
-    daily = last - first > HOURLY_SPAN
-    step = timedelta(days=1) if daily else timedelta(hours=1)
+    step = timedelta(days=1) if last - first > HOURLY_SPAN else timedelta(hours=1)
+    start = _bucket(first, step)
+    # Every period from the first to the last, so quiet ones show as zeros, not as gaps.
+    starts = [start]
+    while starts[-1] + step <= last:
+        starts.append(starts[-1] + step)
+    # Events are stamped to the microsecond: the last second of a period counts as its end.
+    return Periods(
+        starts,
+        step,
+        first_partial=first > start,
+        last_partial=last < starts[-1] + step - timedelta(seconds=1),
+    )
 
-    def bucket(moment: datetime) -> datetime:
-        if daily:
-            return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-        return moment.replace(minute=0, second=0, microsecond=0)
 
+def _bucket(moment: datetime, step: timedelta) -> datetime:
+    if step >= timedelta(days=1):
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def _per(periods: Periods) -> str:
+    return "day" if periods.step >= timedelta(days=1) else "hour"
+
+
+def _time_chart(facts: dict[str, Any], periods: Periods) -> Chart:
     counts: dict[tuple[datetime, str], int] = defaultdict(int)
     for row in facts["hourly"]:
-        counts[bucket(row["hour"]), row["decision"]] += row["events"]
-    # Every bucket from the first to the last, so quiet hours show as zeros, not as gaps.
-    times = [bucket(first)]
-    while times[-1] < bucket(last):
-        times.append(times[-1] + step)
+        counts[_bucket(row["hour"], periods.step), row["decision"]] += row["events"]
     series: dict[str, Sequence[float]] = {
-        d: [float(counts[t, d]) for t in times] for d in DECISIONS
+        d: [float(counts[t, d]) for t in periods.starts] for d in DECISIONS
     }
-    per = "day" if daily else "hour"
-    return time_chart(f"Decisions per {per} (UTC)", times, series, f"events per {per}")
+    totals = [sum(series[d][i] for d in DECISIONS) for i in range(len(periods.starts))]
+    rate = [d / t if t else 0.0 for d, t in zip(series["denied"], totals, strict=True)]
+    per = _per(periods)
+    return time_chart(
+        f"Decisions per {per} (UTC)", periods, series, f"events per {per}", ("denial rate", rate)
+    )
+
+
+def _rule_trends(facts: dict[str, Any], periods: Periods) -> Chart:
+    counts: dict[tuple[datetime, str], int] = defaultdict(int)
+    for row in facts["rule_hours"]:
+        counts[_bucket(row["hour"], periods.step), row["rule"]] += row["events"]
+    rules = [r["rule"] for r in facts["rules"][:TRENDS]]
+    series: dict[str, Sequence[float]] = {
+        rule: [float(counts[t, rule]) for t in periods.starts] for rule in rules
+    }
+    per = _per(periods)
+    return small_multiples(f"Denials per {per}, by rule", periods, series, f"denials per {per}")

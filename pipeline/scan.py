@@ -62,8 +62,8 @@ from pyspark.sql.types import (
 )
 from pyspark.storagelevel import StorageLevel
 
-from pipeline.html_report import Chart, Report, Table, bar_chart, render
-from pipeline.output import write_text
+from pipeline.html_report import Chart, Report, Table, bar_chart
+from pipeline.output import write_report, write_text
 from pipeline.snapshots import SnapshotError, check_complete, read_snapshot_lines
 from pipeline.worker_cache import cluster_json, compiled, shipped_cluster
 from policy.builders import create_request
@@ -346,7 +346,7 @@ def run_scan(
         if shipped is not None:
             shipped.unpersist()
     summary = _summary(policy_file, snapshots, principal, out, results) | {"warnings": warnings}
-    write_text(spark, out, "scan.html", render(_html(summary, results)))
+    write_report(spark, out, "scan", _html(summary, results))
     write_text(spark, out, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 

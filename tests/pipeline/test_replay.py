@@ -4,6 +4,7 @@ they should; cluster facts the events lack give `unknown`; bad input is counted,
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -210,8 +211,21 @@ def test_a_stricter_policy_flips_exactly_what_its_rule_catches(
         ("allow->deny", "partition-count", p): n for p, n in by_principal.items()
     }
     html = (tmp_path / "out" / "replay.html").read_text()
+    # The share that would flip comes first, then who and what is most affected.
+    share = f"{100 * len(expected) / summary['requests']:.1f}%"
+    assert html.index("<dt>would flip</dt>") < html.index("<dt>requests</dt>")
+    assert f"<dt>would flip</dt><dd>{share}</dd>" in html
+    order = ["Most affected topics", "Most affected principals", "Most affected rules", "sample"]
+    at = [html.index(title) for title in order]
+    assert at == sorted(at)
+    top_principal, top_count = by_principal.most_common(1)[0]
+    assert f"<td>{top_principal}</td><td>{top_count:,}</td>" in html
+    sample = html[html.index("A sample of flipped") :].split("</table>")[0]
+    assert sample.count("<tr>") == 1 + min(10, len(expected))  # the header and 10 rows
+    assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>", sample)
     assert "allow-&gt;deny flips by rule" in html
     assert "data:image/png;base64," in html
+    assert (tmp_path / "out" / "replay-1-allow-deny-flips-by-rule.png").is_file()
 
 
 def test_a_looser_policy_flips_exactly_what_the_removed_rule_denied(

@@ -7,21 +7,25 @@ the same events.
 
 from __future__ import annotations
 
+import html as htmllib
 import json
 import re
+import shutil
+import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import matplotlib.image
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.audit_events import read_audit
 from pipeline.replay import run_replay
-from pipeline.report import run_report
+from pipeline.report import periods_of, run_report
 from policy.builders import create_request
 from policy.cluster import InMemoryCluster
 from policy.decision_log import V2_FIELDS, RecordedAction, Stamp, decision_record
@@ -275,12 +279,14 @@ def test_top_denied_principals(spark: SparkSession, run: Run) -> None:
             entry["denials"] += 1
             entry["topics"] |= _topic(e)
             entry.setdefault("times", []).append(_micros(e["time"]))
+    events = Counter(e["principal"] for e in run.events)
     rows = sorted(_table(spark, run.out, "top_denied_principals"), key=lambda r: r["rank"])
     assert [r["principal"] for r in rows] == _ranked(totals)
     assert [r["rank"] for r in rows] == list(range(1, len(totals) + 1))
     for row in rows:
         entry = totals[row["principal"]]
         assert row["denials"] == entry["denials"]
+        assert row["events"] == events[row["principal"]]  # every decision: the rate's base
         assert row["topics"] == len(entry["topics"])
         assert (row["first_seen"], row["last_seen"]) == (min(entry["times"]), max(entry["times"]))
     top = run.summary["top_principals"]
@@ -418,10 +424,26 @@ def _self_contained(html: str) -> list[str]:
 
 def test_html_report_is_self_contained_with_the_key_numbers(run: Run) -> None:
     html = (run.out / "report.html").read_text()
-    assert len(_self_contained(html)) == 3  # decisions over time, top rules, top principals
+    # Decisions over time, the trend of each top rule, top rules, top principals.
+    assert len(_self_contained(html)) == 4
+    pngs = sorted(p.name for p in run.out.glob("report-*.png"))
+    assert pngs == [
+        "report-1-decisions-per-hour-utc.png",
+        "report-2-denials-per-hour-by-rule.png",
+        "report-3-denials-by-rule-top-10.png",
+        "report-4-denials-by-principal-top-10.png",
+    ]
     counts = Counter(e["decision"] for e in run.events)
-    for figure in (EVENTS, counts["denied"], counts["audit-would-deny"], counts["allowed"]):
-        assert f"<dd>{figure:,}</dd>" in html
+    assert f"<dd>{EVENTS:,}</dd>" in html
+    for decision in ("denied", "audit-would-deny", "allowed"):
+        rate = f"{100 * counts[decision] / EVENTS:.1f}%"
+        assert f"<dt>{decision}</dt><dd>{counts[decision]:,} ({rate})</dd>" in html
+    # Times to the second, in UTC, saying so; never microseconds.
+    first = min(e["time"] for e in run.events)
+    assert f"<dd>{first[:10]} {first[11:19]} UTC</dd>" in html
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d{6}", html)
+    top = run.summary["top_principals"][0]
+    assert f"{100 * top['denials'] / top['events']:.1f}%" in html
     assert "<dd>10</dd>" in html  # malformed lines
     assert "<h2>Decisions by action</h2>" in html
     assert "<td>alter_broker_config</td>" in html and "<td>admin_api</td>" in html
@@ -452,3 +474,79 @@ def test_the_session_settings_are_restored(spark: SparkSession, run: Run) -> Non
     assert run.summary["events"] == EVENTS
     assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
     assert spark.conf.get("spark.sql.inMemoryColumnarStorage.compressed") == "true"
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "partial"),
+    [
+        ("10:00:00.000000", "12:59:59.500000", (False, False)),
+        ("10:30:00.000000", "12:59:59.500000", (True, False)),
+        ("10:00:00.000000", "12:10:00.000000", (False, True)),
+        ("10:05:00.000000", "10:55:00.000000", (True, True)),
+    ],
+)
+def test_a_period_the_data_does_not_cover_is_marked_partial(
+    first: str, last: str, partial: tuple[bool, bool]
+) -> None:
+    day = "2026-10-01T"
+    facts = {"first": _instant(day + first), "last": _instant(day + last)}
+    periods = periods_of(facts)
+    assert (periods.first_partial, periods.last_partial) == partial
+    assert periods.starts[0] == _instant(day + "10:00:00.000000")
+    assert periods.step == timedelta(hours=1)
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text + "+00:00")
+
+
+# Injected at the top of a copy of the page: records every error (resource errors included,
+# in the capture phase) and, once loaded, each image's decoded and laid-out size.
+_PROBE = """<script>
+window.__errors = [];
+addEventListener("error", e => {
+  __errors.push(String(e.message || (e.target && e.target.src)));
+}, true);
+addEventListener("load", () => document.documentElement.setAttribute("data-probe", JSON.stringify({
+  errors: __errors,
+  images: [...document.images].map(i => {
+    const box = i.getBoundingClientRect();
+    return [i.naturalWidth, i.naturalHeight, box.width, box.height];
+  }),
+})));
+</script>"""
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "no chromium: .ci/run installs Debian's chromium package"
+    return subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_the_report_renders_in_a_real_browser(run: Run, tmp_path: Path) -> None:
+    html = (run.out / "report.html").read_text()
+    probed = tmp_path / "probed.html"
+    probed.write_text(html.replace("<head>", "<head>" + _PROBE, 1))
+    dom = _chromium("--virtual-time-budget=5000", "--dump-dom", probed.as_uri()).stdout
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    assert found, "the page never finished loading"
+    probe = json.loads(htmllib.unescape(found.group(1)))
+    assert probe["errors"] == []
+    assert len(probe["images"]) == 4
+    for natural_width, natural_height, width, height in probe["images"]:
+        assert natural_width > 300 and natural_height > 100  # decoded PNGs
+        assert width > 300 and height > 100  # laid out at a readable size
+    shot = tmp_path / "report.png"
+    done = _chromium(
+        f"--screenshot={shot}", "--window-size=1280,2400", (run.out / "report.html").as_uri()
+    )
+    assert "CONSOLE" not in done.stderr
+    pixels = matplotlib.image.imread(shot)
+    assert pixels.shape[:2] == (2400, 1280)
+    assert pixels.std() > 0.05  # not a blank page
