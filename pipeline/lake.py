@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.audit_events import (
@@ -42,6 +42,8 @@ from pipeline.output import write_text
 EVENTS = "events"
 QUARANTINE = "quarantine"
 MANIFEST = "_manifest"
+_TASK_BYTES = 128 * 2**20
+_TASK_BYTES = 128 * 2**20
 
 
 def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, Any]:
@@ -73,42 +75,54 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     if not new:
         return summary
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    lines = read_audit(spark, [f.path for f in new]).lines
-    table = F.when(F.col("problem").isNull(), F.lit(EVENTS)).otherwise(F.lit(QUARANTINE))
-    (
-        lines.withColumn("table", table)
-        .withColumn("date", F.to_date("time"))
-        .withColumn("batch", F.lit(batch))
-        .write.mode("append")
-        .partitionBy("table", "date", "batch")
-        .parquet(lake)
-    )
-    written = _batch(spark, lake, batch)
-    per_file = (
-        written.groupBy("source", "kind", "problem").agg(F.count(F.lit(1)).alias("lines")).collect()
-    )
-    counts = [r.asDict() for r in per_file]
+    counts = write_batch(spark, lake, batch, read_audit(spark, [f.path for f in new]).lines)
     files = []
     for file in new:
         mine = [r for r in counts if _key(r["source"]) == _key(file.path)]
-        events = sum(r["lines"] for r in mine if r["kind"] is None)
-        bad = [r for r in mine if r["kind"] is not None]
         files.append(
             {
                 "path": file.path,
                 "size": file.size,
                 "mtime": file.mtime,
                 "head": _fingerprint(spark, file.path),
-                "lines": line_summary(events, bad),
+                "lines": batch_lines(mine),
             }
         )
-    manifest = {"batch": batch, "committed": datetime.now(UTC).isoformat(), "files": files}
-    # The commit: until this file exists, nobody reads the batch.
-    write_text(spark, f"{lake}/{MANIFEST}", f"{batch}.json", json.dumps(manifest, indent=1))
-    events = sum(r["lines"] for r in counts if r["kind"] is None)
+    commit(spark, lake, batch, {"files": files})
     summary["batch"] = batch
-    summary["lines"] = line_summary(events, [r for r in counts if r["kind"] is not None])
+    summary["lines"] = batch_lines(counts)
     return summary
+
+
+def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) -> list[Row]:
+    """Write `lines` (`AuditInput.lines`) as the lake's batch `batch`, not yet committed;
+    return its counts (source, kind, problem, lines). Writing a batch again replaces it."""
+    table = F.when(F.col("problem").isNull(), F.lit(EVENTS)).otherwise(F.lit(QUARANTINE))
+    (
+        lines.withColumn("table", table)
+        .withColumn("date", F.to_date("time"))
+        .withColumn("batch", F.lit(batch))
+        .write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")  # only this batch's partitions
+        .partitionBy("table", "date", "batch")
+        .parquet(lake)
+    )
+    written = _tables(spark, lake).where(F.col("batch") == batch)
+    return (
+        written.groupBy("source", "kind", "problem").agg(F.count(F.lit(1)).alias("lines")).collect()
+    )
+
+
+def commit(spark: SparkSession, lake: str, batch: str, about: dict[str, Any]) -> None:
+    """Commit a written batch: its manifest, with `about` (what it read), is what readers see."""
+    manifest = {"batch": batch, "committed": datetime.now(UTC).isoformat(), "files": [], **about}
+    write_text(spark, f"{lake}/{MANIFEST}", f"{batch}.json", json.dumps(manifest, indent=1))
+
+
+def batch_lines(counts: Sequence[Row]) -> dict[str, Any]:
+    """`line_summary` of a batch's counts (`write_batch`)."""
+    events = sum(r["lines"] for r in counts if r["kind"] is None)
+    return line_summary(events, [r.asDict() for r in counts if r["kind"] is not None])
 
 
 def committed(spark: SparkSession, lake: str) -> list[dict[str, Any]]:
@@ -132,13 +146,18 @@ def read_lake(spark: SparkSession, lake: str, *, with_request: bool = True) -> A
     if not names:
         raise FileNotFoundError(f"{lake}: no ingested batch (run `pipeline ingest` first)")
     columns = [*LINE_COLUMNS, *event_schema(with_request=with_request).fieldNames()]
-    return AuditInput(spark.read.parquet(lake).where(F.col("batch").isin(*names)).select(*columns))
+    lines = _tables(spark, lake).where(F.col("batch").isin(*names)).select(*columns)
+    # The session reads a file per task (audit logs' line numbers need it), and the lake has
+    # many small files (a batch's, per input file and date): ~128 MiB of them per task.
+    size = sum(f.size for f in list_files(spark, [f"{lake}/table=*"]))
+    tasks = max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
+    return AuditInput(lines.coalesce(tasks))
 
 
-def _batch(spark: SparkSession, lake: str, batch: str) -> DataFrame:
-    return (
-        spark.read.parquet(lake).where(F.col("batch") == batch).select("source", "kind", "problem")
-    )
+def _tables(spark: SparkSession, lake: str) -> DataFrame:
+    # Only the two tables: anything else kept under the root is not read.
+    tables = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
+    return spark.read.option("basePath", lake).parquet(*(t for t in tables if exists(spark, t)))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ _DEFAULTS = {
     "spark.sql.files.maxPartitionBytes": _WHOLE_FILE,
     "spark.sql.files.openCostInBytes": _WHOLE_FILE,
     "spark.sql.session.timeZone": "UTC",
+    # Parquet's standard instant (not Spark's legacy INT96): other engines read the lake.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
 

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,8 @@ def events() -> list[dict[str, Any]]:
     return list(generate_events(EXAMPLE, example_cluster(), 600, seed=3))
 
 
-@pytest.fixture
-def logs(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
+def write_logs(directory: Path, events: list[dict[str, Any]]) -> Path:
     """Two rotated logs and the third with every fault class between good events."""
-    directory = tmp_path / "logs"
     directory.mkdir()
     write_events(directory / "audit.jsonl.2", events[:200])
     write_events(directory / "audit.jsonl.1", events[200:400])
@@ -40,6 +39,38 @@ def logs(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
     mixed = [*good[:100], *faults, *good[100:]]
     (directory / "audit.jsonl").write_text("\n".join(mixed) + "\n", encoding="utf-8")
     return directory
+
+
+@pytest.fixture
+def logs(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
+    return write_logs(tmp_path / "logs", events)
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """One ingest of the logs, then report and replay from the raw logs and from the lake."""
+
+    root: Path
+    logs: Path
+    lake: str
+    summaries: dict[str, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def jobs(
+    spark: SparkSession, events: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> Jobs:
+    root = tmp_path_factory.mktemp("jobs")
+    logs = write_logs(root / "logs", events)
+    lake = str(root / "lake")
+    summaries = {"ingest": ingest(spark, [str(logs)], lake)}
+    sources = (("raw", AuditSource(paths=[str(logs)])), ("from-lake", AuditSource(lake=lake)))
+    for name, source in sources:
+        summaries[f"report {name}"] = run_report(spark, source, str(root / name / "report"))
+        summaries[f"replay {name}"] = run_replay(
+            spark, str(POLICY), source, str(root / name / "replay")
+        )
+    return Jobs(root, logs, lake, summaries)
 
 
 def expected_lines(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -58,44 +89,57 @@ def expected_lines(events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def test_every_job_counts_every_fault_class_alike(
-    spark: SparkSession, logs: Path, events: list[dict[str, Any]], tmp_path: Path
-) -> None:
-    lake = str(tmp_path / "lake")
-    ingested = ingest(spark, [str(logs)], lake)
+def test_every_job_counts_every_fault_class_alike(jobs: Jobs, events: list[dict[str, Any]]) -> None:
     expected = expected_lines(events)
-    (bad_file,) = ingested["lines"]["bad_by_file"]
+    (bad_file,) = jobs.summaries["ingest"]["lines"]["bad_by_file"]
     assert bad_file.endswith("/audit.jsonl")
-    counts = {"ingest": ingested["lines"]}
-    sources = (("raw", AuditSource(paths=[str(logs)])), ("from-lake", AuditSource(lake=lake)))
-    for name, source in sources:
-        report = run_report(spark, source, str(tmp_path / name / "report"))
-        replay = run_replay(spark, str(POLICY), source, str(tmp_path / name / "replay"))
-        counts[f"report {name}"] = report["lines"]
-        counts[f"replay {name}"] = replay["lines"]
-        assert report["events"] == replay["requests"] == len(events)
-    for job, lines in counts.items():
+    for job, summary in jobs.summaries.items():
+        lines = summary["lines"]
         assert {k: v for k, v in lines.items() if k != "bad_by_file"} == expected, job
         assert lines["bad_by_file"] == {bad_file: expected["total"] - len(events)}, job
+        if job.startswith("report"):
+            assert summary["events"] == len(events)
+        if job.startswith("replay"):
+            assert summary["requests"] == len(events)
 
 
 def test_the_quarantine_keeps_file_line_reason_and_sample(
-    spark: SparkSession, logs: Path, events: list[dict[str, Any]], tmp_path: Path
+    spark: SparkSession, jobs: Jobs, events: list[dict[str, Any]]
 ) -> None:
-    lake = str(tmp_path / "lake")
-    ingest(spark, [str(logs)], lake)
-    rows = read_lake(spark, lake).quarantine.orderBy("line").collect()
+    rows = read_lake(spark, jobs.lake).quarantine.orderBy("line").collect()
     faults = bad_lines(events)
     assert [(r["line"], r["kind"], r["problem"]) for r in rows] == [
         (101 + i, kind, reason) for i, (_, kind, reason) in enumerate(faults)
     ]
+    assert all(r["source"].endswith("/audit.jsonl") for r in rows)
     assert all(len(r["sample"].encode()) <= 200 for r in rows)
     assert rows[2]["sample"] == "not json"
     # On disk: the two tables, events by the UTC date of their time.
-    tables = {p.name for p in (tmp_path / "lake").iterdir() if p.name.startswith("table=")}
+    lake = Path(jobs.lake)
+    tables = {p.name for p in lake.iterdir() if p.name.startswith("table=")}
     assert tables == {"table=events", "table=quarantine"}
-    dates = {p.name for p in (tmp_path / "lake" / "table=events").iterdir()}
+    dates = {p.name for p in (lake / "table=events").iterdir()}
     assert dates == {f"date={e['time'][:10]}" for e in events}
+
+
+def test_report_and_replay_from_the_lake_equal_those_from_the_raw_logs(
+    spark: SparkSession, jobs: Jobs
+) -> None:
+    tables = {
+        "report": ("decisions", "violations", "top_denied_principals", "top_denied_rules"),
+        "replay": ("decisions", "flips", "bad_lines"),
+    }
+    for job, names in tables.items():
+        for name in names:
+            left = spark.read.parquet(str(jobs.root / "raw" / job / name))
+            right = spark.read.parquet(str(jobs.root / "from-lake" / job / name))
+            assert left.count() == right.count(), name
+            assert left.exceptAll(right).count() == right.exceptAll(left).count() == 0, name
+        raw, lake = jobs.summaries[f"{job} raw"], jobs.summaries[f"{job} from-lake"]
+        skip = {"outputs"}
+        assert {k: v for k, v in raw.items() if k not in skip} == {
+            k: v for k, v in lake.items() if k not in skip
+        }
 
 
 def test_ingest_is_incremental_and_survives_rotation(
@@ -148,23 +192,6 @@ def test_a_batch_without_its_manifest_is_never_read(
     assert retried["files"]["ingested"] == 1
     assert read_lake(spark, str(lake)).events.count() == 400
     assert [b["batch"] for b in committed(spark, str(lake))] == [first["batch"], retried["batch"]]
-
-
-def test_report_from_the_lake_equals_report_from_the_raw_logs(
-    spark: SparkSession, logs: Path, tmp_path: Path
-) -> None:
-    lake = str(tmp_path / "lake")
-    ingest(spark, [str(logs)], lake)
-    raw = run_report(spark, [str(logs)], str(tmp_path / "raw"))
-    lake_report = run_report(spark, AuditSource(lake=lake), str(tmp_path / "from-lake"))
-    for name in ("decisions", "violations", "top_denied_principals", "top_denied_rules"):
-        left = spark.read.parquet(str(tmp_path / "raw" / name))
-        right = spark.read.parquet(str(tmp_path / "from-lake" / name))
-        assert left.exceptAll(right).count() == right.exceptAll(left).count() == 0, name
-    drop = ("outputs",)
-    assert {k: v for k, v in raw.items() if k not in drop} == {
-        k: v for k, v in lake_report.items() if k not in drop
-    }
 
 
 def test_an_empty_lake_is_refused_naming_ingest(spark: SparkSession, tmp_path: Path) -> None:
