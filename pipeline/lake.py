@@ -43,7 +43,6 @@ EVENTS = "events"
 QUARANTINE = "quarantine"
 MANIFEST = "_manifest"
 _TASK_BYTES = 128 * 2**20
-_TASK_BYTES = 128 * 2**20
 
 
 def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, Any]:
@@ -88,7 +87,7 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
                 "lines": batch_lines(mine),
             }
         )
-    commit(spark, lake, batch, {"files": files})
+    commit(spark, lake, batch, files)
     summary["batch"] = batch
     summary["lines"] = batch_lines(counts)
     return summary
@@ -96,14 +95,13 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
 
 def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) -> list[Row]:
     """Write `lines` (`AuditInput.lines`) as the lake's batch `batch`, not yet committed;
-    return its counts (source, kind, problem, lines). Writing a batch again replaces it."""
+    return its counts (source, kind, problem, lines)."""
     table = F.when(F.col("problem").isNull(), F.lit(EVENTS)).otherwise(F.lit(QUARANTINE))
     (
         lines.withColumn("table", table)
         .withColumn("date", F.to_date("time"))
         .withColumn("batch", F.lit(batch))
-        .write.mode("overwrite")
-        .option("partitionOverwriteMode", "dynamic")  # only this batch's partitions
+        .write.mode("append")
         .partitionBy("table", "date", "batch")
         .parquet(lake)
     )
@@ -113,9 +111,9 @@ def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) ->
     )
 
 
-def commit(spark: SparkSession, lake: str, batch: str, about: dict[str, Any]) -> None:
-    """Commit a written batch: its manifest, with `about` (what it read), is what readers see."""
-    manifest = {"batch": batch, "committed": datetime.now(UTC).isoformat(), "files": [], **about}
+def commit(spark: SparkSession, lake: str, batch: str, files: list[dict[str, Any]]) -> None:
+    """Commit a written batch: its manifest, naming the files it read, is what readers see."""
+    manifest = {"batch": batch, "committed": datetime.now(UTC).isoformat(), "files": files}
     write_text(spark, f"{lake}/{MANIFEST}", f"{batch}.json", json.dumps(manifest, indent=1))
 
 
