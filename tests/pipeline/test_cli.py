@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
+from pipeline.lake import AuditSource
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 POLICY = """\
@@ -108,7 +112,10 @@ def test_a_bad_snapshot_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_ingest_then_report_from_the_lake_on_the_command_line(tmp_path: Path) -> None:
+def test_ingest_on_the_command_line_counts_as_report_does(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from pipeline.report import run_report
     from policy.loader import load_policy
     from tests.pipeline.audit_data import example_cluster, generate_events, write_events
 
@@ -117,23 +124,28 @@ def test_ingest_then_report_from_the_lake_on_the_command_line(tmp_path: Path) ->
     write_events(tmp_path / "logs" / "audit.jsonl", generate_events(policy, example_cluster(), 50))
     with (tmp_path / "logs" / "audit.jsonl").open("a") as log:
         log.write("\n{not json\n")
-    command = [str(BIN / "kafka-policy-proxy"), "pipeline"]
-    lake = str(tmp_path / "lake")
-
-    def run(*args: str) -> dict[str, object]:
-        done = subprocess.run(
-            [*command, *args, "--master", "local[1]"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        result: dict[str, object] = json.loads(done.stdout)
-        return result
-
-    ingested = run("ingest", "--audit", str(tmp_path / "logs"), "--lake", lake)
-    report = run("report", "--lake", lake, "--out", str(tmp_path / "out"))
-    assert ingested["lines"] == report["lines"]
-    assert report["lines"]["events"] == 50  # type: ignore[index]
-    assert (report["lines"]["blank"], report["lines"]["malformed"]) == (1, 1)  # type: ignore[index]
+    lake = tmp_path / "lake"
+    done = subprocess.run(
+        [
+            str(BIN / "kafka-policy-proxy"),
+            "pipeline",
+            "ingest",
+            "--audit",
+            str(tmp_path / "logs"),
+            "--lake",
+            str(lake),
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ingested = json.loads(done.stdout)
+    assert ingested["files"] == {"ingested": 1, "already_ingested": 0, "changed": 0}
+    assert (ingested["lines"]["events"], ingested["lines"]["blank"]) == (50, 1)
+    assert ingested["lines"]["malformed_by_problem"] == {"not valid JSON": 1}
+    report = run_report(spark, AuditSource(lake=str(lake)), str(tmp_path / "out"))
+    assert report["lines"] == ingested["lines"]

@@ -28,11 +28,11 @@ def test_report_on_a_multi_process_cluster_equals_local(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     policy = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")
-    events = list(generate_events(policy, example_cluster(), 2000, seed=5))
+    events = list(generate_events(policy, example_cluster(), 800, seed=5))
     logs = tmp_path / "logs"
     logs.mkdir()
     for i in range(4):  # rotated logs: one task each, spread over the executors
-        write_events(logs / f"audit.jsonl.{i}", events[500 * i : 500 * (i + 1)])
+        write_events(logs / f"audit.jsonl.{i}", events[200 * i : 200 * (i + 1)])
     with (logs / "audit.jsonl.0").open("a", encoding="utf-8") as log:
         log.write("".join(line + "\n" for line, _, _ in bad_lines(events)))
     event_log = tmp_path / "events"
