@@ -118,7 +118,8 @@ def small_multiples(
         _shade_partial(ax, periods, label=False)
     for ax in list(axes.flat)[len(series) :]:
         ax.set_visible(False)
-    fig.suptitle(f"{title} ({ylabel}; UTC; shaded: partial period)")
+    partial = "; shaded: partial period" if periods.first_partial or periods.last_partial else ""
+    fig.suptitle(f"{title} ({ylabel}; UTC{partial})")
     fig.autofmt_xdate()
     return Chart(title, _png(fig))
 
