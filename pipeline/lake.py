@@ -51,19 +51,21 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     batches = committed(spark, lake)
     by_identity = {(f["size"], f["mtime"]): f["path"] for b in batches for f in b["files"]}
     by_path = {_key(f["path"]): f for b in batches for f in b["files"]}
-    new: list[FileStatus] = []
+    new: list[tuple[FileStatus, str]] = []  # with its first line's hash
     known: list[str] = []
     warnings: list[str] = []
     for file in list_files(spark, paths):
         if (file.size, file.mtime) in by_identity:
             known.append(file.path)
-        elif by_path.get(_key(file.path), {}).get("head") == _fingerprint(spark, file.path):
+            continue
+        head = _fingerprint(spark, file.path)
+        if by_path.get(_key(file.path), {}).get("head") == head:
             warnings.append(
                 f"{file.path} changed since it was ingested (size or mtime): not ingested "
                 "again, its earlier lines would count twice"
             )
         else:
-            new.append(file)  # a new file, maybe at the path of one rotated away
+            new.append((file, head))  # a new file, maybe at the path of one rotated away
     summary: dict[str, Any] = {
         "lake": lake,
         "batch": None,
@@ -74,16 +76,16 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     if not new:
         return summary
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    counts = write_batch(spark, lake, batch, read_audit(spark, [f.path for f in new]).lines)
+    counts = write_batch(spark, lake, batch, read_audit(spark, [f.path for f, _ in new]).lines)
     files = []
-    for file in new:
+    for file, head in new:
         mine = [r for r in counts if _key(r["source"]) == _key(file.path)]
         files.append(
             {
                 "path": file.path,
                 "size": file.size,
                 "mtime": file.mtime,
-                "head": _fingerprint(spark, file.path),
+                "head": head,
                 "lines": batch_lines(mine),
             }
         )

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from pipeline.lake import AuditSource
+from tests.pipeline.commands import BIN, pipeline_cli
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 POLICY = """\
 version: 1
 rules:
@@ -85,24 +84,16 @@ def test_a_bad_snapshot_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     snapshot = _snapshot(tmp_path / "s.jsonl", {"wide": 6}, complete=False)
-    done = subprocess.run(
-        [
-            str(BIN / "kafka-policy-proxy"),
-            "pipeline",
-            "scan",
-            "--policy",
-            str(policy),
-            "--snapshot",
-            str(snapshot),
-            "--out",
-            str(tmp_path / "out"),
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = pipeline_cli(
+        "scan",
+        "--policy",
+        str(policy),
+        "--snapshot",
+        str(snapshot),
+        "--out",
+        str(tmp_path / "out"),
+        "--master",
+        "local[1]",
     )
     assert done.returncode == 2
     assert done.stdout == ""
@@ -125,22 +116,8 @@ def test_ingest_on_the_command_line_counts_as_report_does(
     with (tmp_path / "logs" / "audit.jsonl").open("a") as log:
         log.write("\n{not json\n")
     lake = tmp_path / "lake"
-    done = subprocess.run(
-        [
-            str(BIN / "kafka-policy-proxy"),
-            "pipeline",
-            "ingest",
-            "--audit",
-            str(tmp_path / "logs"),
-            "--lake",
-            str(lake),
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = pipeline_cli(
+        "ingest", "--audit", str(tmp_path / "logs"), "--lake", str(lake), "--master", "local[1]"
     )
     assert done.returncode == 0, done.stderr[-3000:]
     ingested = json.loads(done.stdout)

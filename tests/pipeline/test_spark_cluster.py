@@ -9,8 +9,6 @@ shows that both executors ran its tasks.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -18,9 +16,9 @@ from pyspark.sql import SparkSession
 from pipeline.report import SMALL_TABLES, run_report
 from policy.loader import load_policy
 from tests.pipeline.audit_data import bad_lines, example_cluster, generate_events, write_events
+from tests.pipeline.commands import pipeline_cli
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 TABLES = ("decisions", "violations", *SMALL_TABLES)
 
 
@@ -37,30 +35,23 @@ def test_report_on_a_multi_process_cluster_equals_local(
         log.write("".join(line + "\n" for line, _, _ in bad_lines(events)))
     event_log = tmp_path / "events"
     event_log.mkdir()
-    done = subprocess.run(
-        [
-            str(BIN / "kafka-policy-proxy"),
-            "pipeline",
-            "report",
-            "--audit",
-            str(logs),
-            "--out",
-            str(tmp_path / "cluster"),
-            "--master",
-            "local-cluster[2,1,1024]",
-            "--conf",
-            "spark.eventLog.enabled=true",
-            "--conf",
-            f"spark.eventLog.dir={event_log.as_uri()}",
-            "--conf",
-            "spark.eventLog.rolling.enabled=false",
-            "--conf",
-            "spark.eventLog.compress=false",
-        ],
-        capture_output=True,
-        text=True,
+    done = pipeline_cli(
+        "report",
+        "--audit",
+        str(logs),
+        "--out",
+        str(tmp_path / "cluster"),
+        "--master",
+        "local-cluster[2,1,1024]",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={event_log.as_uri()}",
+        "--conf",
+        "spark.eventLog.rolling.enabled=false",
+        "--conf",
+        "spark.eventLog.compress=false",
         timeout=600,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     on_cluster = json.loads(done.stdout)
