@@ -9,7 +9,7 @@ and counts the lines with `line_summary`, so that ingest, report and replay coun
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import StringType, StructField, StructType
 
-from pipeline.audit_lines import BLANK, KINDS, MALFORMED, UNKNOWN_VERSION, classify, sample
+from pipeline.audit_lines import (
+    BLANK,
+    KINDS,
+    MALFORMED,
+    UNKNOWN_VERSION,
+    Problem,
+    classify,
+    classify_envelope,
+    sample,
+)
 from pipeline.spark_schema import struct_type
 from policy.decision_log import (
     NOT_TOPIC_ACTIONS,
@@ -86,14 +95,31 @@ def read_audit(
         F.input_file_block_start() == 0,
         (F.monotonically_increasing_id().bitwiseAND(F.lit(_ROW_BITS))) + 1,
     )
-    staged = text.select(
-        F.input_file_name().alias("source"),
-        line.alias("line"),
+    return classified(
+        text.select(F.input_file_name().alias("source"), line.alias("line"), "value"),
+        with_request=with_request,
+    )
+
+
+def classified(raw: DataFrame, *, with_request: bool = True, envelope: bool = False) -> AuditInput:
+    """Lines (source, line, value: the text) classified, and the good ones parsed by Spark.
+
+    With `envelope`, each value is an audit topic record: the event is its `data`.
+    """
+    value = F.col("value")
+    staged = raw.select(
+        "source",
+        "line",
         "value",
-        _classify(F.col("value")).alias("p"),
+        (_classify_record(value) if envelope else _classify(value)).alias("p"),
     )
     schema = event_schema(with_request=with_request)
-    parsed = F.from_json("value", schema, {"timestampFormat": TIME_FORMAT, "mode": "FAILFAST"})
+    options = {"timestampFormat": TIME_FORMAT, "mode": "FAILFAST"}
+    if envelope:
+        wrapped = StructType([StructField("data", schema)])
+        parsed = F.from_json("value", wrapped, options).getField("data")
+    else:
+        parsed = F.from_json("value", schema, options)
     return AuditInput(
         staged.select(
             "source",
@@ -106,10 +132,10 @@ def read_audit(
     )
 
 
-def _classify_batch(values: pa.Array) -> pa.Array:
+def _problems(values: pa.Array, check: Callable[[str], Problem | None]) -> pa.Array:
     rows: list[dict[str, str] | None] = []
     for value in values.to_pylist():
-        problem = classify(value)
+        problem = check(value)
         rows.append(
             None
             if problem is None
@@ -118,10 +144,17 @@ def _classify_batch(values: pa.Array) -> pa.Array:
     return pa.array(rows, _PROBLEM)
 
 
-_classify = arrow_udf(  # type: ignore[call-overload]
-    _classify_batch,
-    StructType([StructField(f.name, StringType()) for f in _PROBLEM]),
-)
+def _classify_batch(values: pa.Array) -> pa.Array:
+    return _problems(values, classify)
+
+
+def _classify_record_batch(values: pa.Array) -> pa.Array:
+    return _problems(values, classify_envelope)
+
+
+_PROBLEM_TYPE = StructType([StructField(f.name, StringType()) for f in _PROBLEM])
+_classify = arrow_udf(_classify_batch, _PROBLEM_TYPE)  # type: ignore[call-overload]
+_classify_record = arrow_udf(_classify_record_batch, _PROBLEM_TYPE)  # type: ignore[call-overload]
 
 
 def line_counts(audit: AuditInput) -> DataFrame:

@@ -72,6 +72,27 @@ def classify(line: str) -> Problem | None:
         return Problem(MALFORMED, "not valid JSON")
     if not isinstance(event, dict):
         return Problem(MALFORMED, f"not a JSON object: {_kind(event)}")
+    return _event(event)
+
+
+def classify_envelope(value: str) -> Problem | None:
+    """`classify` for a record of the audit topic: the event is the `data` of a CloudEvents
+    1.0 envelope (JSON structured mode, docs/operations.md#the-audit-topic)."""
+    if not value.strip():
+        return Problem(BLANK, "blank record")
+    try:
+        envelope = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return Problem(MALFORMED, "not valid JSON")
+    if not isinstance(envelope, dict) or envelope.get("specversion") != "1.0":
+        return Problem(MALFORMED, "not a CloudEvents 1.0 envelope")
+    data = envelope.get("data")
+    if not isinstance(data, dict):
+        return Problem(MALFORMED, f"envelope data: not a JSON object: {_kind(data)}")
+    return _event(data)
+
+
+def _event(event: dict[str, Any]) -> Problem | None:
     version = event.get("schema")
     if type(version) is not int:
         if "schema" not in event:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:"
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -30,13 +33,40 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
     jobs = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     ingest = jobs.add_parser(
         "ingest",
-        help="add audit logs to the Parquet audit lake",
+        help="add audit logs, or the audit topic, to the Parquet audit lake",
         description="Adds the audit files not yet ingested to the lake as one batch: good "
         "events partitioned by date, the other lines (blank, malformed, unknown schema "
         "version) in its quarantine table with file, line, reason and the first 200 bytes. "
-        "A file already ingested (same size and mtime, wherever it is now) is skipped.",
+        "A file already ingested (same size and mtime, wherever it is now) is skipped. With "
+        "--topic, reads the audit topic with Spark Structured Streaming instead, exactly once "
+        "through a checkpoint: until it is drained (--once) or continuously.",
     )
-    ingest.add_argument("--audit", nargs="+", required=True, metavar="PATH", help="audit logs")
+    source = ingest.add_mutually_exclusive_group(required=True)
+    source.add_argument("--audit", nargs="+", metavar="PATH", help="audit logs")
+    source.add_argument("--topic", help="the audit topic (audit.kafka.topic)")
+    ingest.add_argument(
+        "--bootstrap-server", metavar="HOST:PORT", help="the audit topic's cluster (with --topic)"
+    )
+    ingest.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="the stream's checkpoint (default: LAKE/_checkpoints/TOPIC)",
+    )
+    ingest.add_argument(
+        "--once", action="store_true", help="stop once the topic is drained (availableNow)"
+    )
+    ingest.add_argument(
+        "--interval",
+        default="1 minute",
+        help="micro-batch interval when continuous (default: %(default)s)",
+    )
+    ingest.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Kafka consumer setting, repeatable (security.protocol=SASL_SSL, ...)",
+    )
     ingest.add_argument(
         "--lake", required=True, metavar="DIR", help="the lake's root directory or URI"
     )
@@ -128,7 +158,33 @@ def _master(parser: argparse.ArgumentParser, default_master: str) -> None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    return _job(args, lambda spark: _jobs().lake.ingest(spark, args.audit, args.lake))
+    if args.audit:
+        return _job(args, lambda spark: _jobs().lake.ingest(spark, args.audit, args.lake))
+    if not args.bootstrap_server:
+        print("kafka-policy-proxy: ingest --topic needs --bootstrap-server", file=sys.stderr)
+        return EXIT_USAGE
+    bad = [item for item in args.kafka_option if not item.partition("=")[0] or "=" not in item]
+    if bad:
+        print(f"kafka-policy-proxy: --kafka-option {bad[0]!r}: expected KEY=VALUE", file=sys.stderr)
+        return EXIT_USAGE
+    kafka = dict(item.partition("=")[::2] for item in args.kafka_option)
+    # Spark's Kafka source of the same version, resolved from Maven; without pyspark, _job
+    # says which extra is missing.
+    with contextlib.suppress(PackageNotFoundError):
+        args.conf.append(f"spark.jars.packages={_KAFKA_PACKAGE}{version('pyspark')}")
+    return _job(
+        args,
+        lambda spark: _jobs().audit_stream.stream_ingest(
+            spark,
+            topic=args.topic,
+            bootstrap=args.bootstrap_server,
+            lake=args.lake,
+            checkpoint=args.checkpoint,
+            kafka=kafka,
+            once=args.once,
+            interval=args.interval,
+        ),
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -158,6 +214,7 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _jobs() -> Any:
+    import pipeline.audit_stream
     import pipeline.lake
     import pipeline.replay
     import pipeline.report

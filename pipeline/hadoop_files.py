@@ -54,6 +54,17 @@ def exists(spark: SparkSession, path: str) -> bool:
     return bool(hadoop_path.getFileSystem(conf).exists(hadoop_path))
 
 
+def remove(spark: SparkSession, pattern: str) -> int:
+    """Delete the files and directories (recursively) a glob matches; return how many."""
+    jvm, conf = _hadoop(spark)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(pattern)
+    fs = hadoop_path.getFileSystem(conf)
+    matches = fs.globStatus(hadoop_path) or []
+    for status in matches:
+        fs.delete(status.getPath(), True)
+    return len(matches)
+
+
 def read_text(spark: SparkSession, path: str) -> str:
     """A small file's text (UTF-8)."""
     jvm, conf = _hadoop(spark)

@@ -36,7 +36,7 @@ from pipeline.audit_events import (
     line_summary,
     read_audit,
 )
-from pipeline.hadoop_files import FileStatus, exists, head, list_files, read_text
+from pipeline.hadoop_files import FileStatus, exists, head, list_files, read_text, remove
 from pipeline.output import write_text
 
 EVENTS = "events"
@@ -113,10 +113,21 @@ def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) ->
     )
 
 
-def commit(spark: SparkSession, lake: str, batch: str, files: list[dict[str, Any]]) -> None:
-    """Commit a written batch: its manifest, naming the files it read, is what readers see."""
+def commit(
+    spark: SparkSession, lake: str, batch: str, files: list[dict[str, Any]], **about: Any
+) -> None:
+    """Commit a written batch: its manifest, naming the files it read (and anything else
+    `about` it), is what readers see."""
     manifest = {"batch": batch, "committed": datetime.now(UTC).isoformat(), "files": files}
+    manifest.update(about)
     write_text(spark, f"{lake}/{MANIFEST}", f"{batch}.json", json.dumps(manifest, indent=1))
+
+
+def forget(spark: SparkSession, lake: str, batch: str) -> int:
+    """Remove a batch, committed or not: its manifest first, so readers never see it half
+    gone; return the paths removed."""
+    removed = remove(spark, f"{lake}/{MANIFEST}/{batch}.json")
+    return removed + remove(spark, f"{lake}/table=*/date=*/batch={batch}")
 
 
 def batch_lines(counts: Sequence[Row]) -> dict[str, Any]:

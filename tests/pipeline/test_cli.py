@@ -126,3 +126,19 @@ def test_ingest_on_the_command_line_counts_as_report_does(
     assert ingested["lines"]["malformed_by_problem"] == {"not valid JSON": 1}
     report = run_report(spark, AuditSource(lake=str(lake)), str(tmp_path / "out"))
     assert report["lines"] == ingested["lines"]
+
+
+def test_a_topic_ingest_without_its_cluster_or_with_a_bad_setting_is_refused(
+    tmp_path: Path,
+) -> None:
+    lake = str(tmp_path / "lake")
+    done = pipeline_cli("ingest", "--topic", "audit", "--lake", lake)
+    assert done.returncode == 2
+    assert "ingest --topic needs --bootstrap-server" in done.stderr
+    done = pipeline_cli(
+        "ingest", "--topic", "audit", "--bootstrap-server", "k:9092", "--lake", lake,
+        "--kafka-option", "security.protocol=SSL", "--kafka-option", "sasl.mechanism",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--kafka-option 'sasl.mechanism': expected KEY=VALUE" in done.stderr
+    assert not (tmp_path / "lake").exists()

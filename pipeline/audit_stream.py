@@ -1,0 +1,88 @@
+"""`pipeline ingest --topic`: the audit topic into the lake with Spark Structured Streaming.
+
+Needs Spark's Kafka source (`spark-sql-kafka-0-10`) on the classpath: the command line adds
+it to `spark.jars.packages`, resolved from Maven.
+
+Each micro-batch of records is classified like a log line (the event is the `data` of the
+record's CloudEvents envelope; `source` is `kafka:<topic>/<partition>` and `line` the offset)
+and written as one lake batch, named after the checkpoint and the micro-batch id, then
+committed with its manifest (`pipeline.lake`). Exactly once: Spark runs a micro-batch that
+was not checkpointed again with the same offsets and id; its earlier attempt is removed
+(`forget`, manifest first) before it is written again, and readers never see a batch before
+its manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from pipeline.audit_events import classified
+from pipeline.lake import batch_lines, commit, forget, write_batch
+
+CHECKPOINTS = "_checkpoints"
+
+
+def stream_ingest(
+    spark: SparkSession,
+    *,
+    topic: str,
+    bootstrap: str,
+    lake: str,
+    checkpoint: str | None = None,
+    kafka: Mapping[str, str] = {},
+    once: bool = False,
+    interval: str = "1 minute",
+) -> dict[str, Any]:
+    """Ingest the audit topic until it is drained (`once`) or forever; return what was done."""
+    lake = lake.rstrip("/")
+    checkpoint = checkpoint or f"{lake}/{CHECKPOINTS}/{topic}"
+    # Batch names unique to this checkpoint: a new checkpoint never rewrites another's batches.
+    prefix = f"kafka-{topic}-{hashlib.sha256(checkpoint.encode()).hexdigest()[:8]}"
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in kafka.items():
+        reader = reader.option(f"kafka.{key}", value)
+    records = reader.load().select(
+        F.format_string("kafka:%s/%d", "topic", "partition").alias("source"),
+        F.col("offset").alias("line"),
+        F.col("value").cast("string").alias("value"),
+    )
+    counted: list[Row] = []
+    batches: list[str] = []
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        name = f"{prefix}-{batch_id:012d}"
+        about = {"topic": topic, "checkpoint": checkpoint, "batch_id": batch_id}
+        counted.extend(write_records(spark, lake, name, batch, about))
+        batches.append(name)
+
+    writer = records.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
+    trigger = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=interval)
+    trigger.start().awaitTermination()
+    return {
+        "lake": lake,
+        "topic": topic,
+        "checkpoint": checkpoint,
+        "batches": batches,
+        "lines": batch_lines(counted),
+    }
+
+
+def write_records(
+    spark: SparkSession, lake: str, name: str, records: DataFrame, about: Mapping[str, Any]
+) -> list[Row]:
+    """Write audit topic records (source, line, value) as the lake's batch `name` and commit
+    it, replacing an earlier attempt; return its counts (`write_batch`)."""
+    forget(spark, lake, name)
+    counts = write_batch(spark, lake, name, classified(records, envelope=True).lines)
+    commit(spark, lake, name, [], kafka=dict(about), lines=batch_lines(counts))
+    return counts
