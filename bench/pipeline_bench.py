@@ -64,6 +64,7 @@ import json, pathlib, sys, time
 import duckdb
 db = duckdb.connect()
 db.execute("SET TimeZone = 'UTC'")
+db.execute("SET enable_progress_bar = false")  # it would print to stdout on long queries
 batches = ", ".join(f"'{{p.stem}}'" for p in pathlib.Path(sys.argv[1], "_manifest").glob("*.json"))
 files = sys.argv[1] + "/table=events/*/*/*.parquet"
 source = f"(SELECT * FROM read_parquet('{{files}}', hive_partitioning = true) "
