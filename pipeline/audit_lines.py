@@ -64,12 +64,9 @@ class Problem:
 
 def classify(line: str) -> Problem | None:
     """None for a good event of a readable schema version, else the line's problem."""
-    if not line.strip():
-        return Problem(BLANK, "blank line")
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return Problem(MALFORMED, "not valid JSON")
+    event = _json(line, "blank line")
+    if isinstance(event, Problem):
+        return event
     if not isinstance(event, dict):
         return Problem(MALFORMED, f"not a JSON object: {_kind(event)}")
     return _event(event)
@@ -78,18 +75,25 @@ def classify(line: str) -> Problem | None:
 def classify_envelope(value: str) -> Problem | None:
     """`classify` for a record of the audit topic: the event is the `data` of a CloudEvents
     1.0 envelope (JSON structured mode, docs/operations.md#the-audit-topic)."""
-    if not value.strip():
-        return Problem(BLANK, "blank record")
-    try:
-        envelope = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return Problem(MALFORMED, "not valid JSON")
+    envelope = _json(value, "blank record")
+    if isinstance(envelope, Problem):
+        return envelope
     if not isinstance(envelope, dict) or envelope.get("specversion") != "1.0":
         return Problem(MALFORMED, "not a CloudEvents 1.0 envelope")
     data = envelope.get("data")
     if not isinstance(data, dict):
         return Problem(MALFORMED, f"envelope data: not a JSON object: {_kind(data)}")
     return _event(data)
+
+
+def _json(text: str, blank: str) -> Any:
+    # The parsed value, or the problem of a blank text or of text that is not JSON.
+    if not text.strip():
+        return Problem(BLANK, blank)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return Problem(MALFORMED, "not valid JSON")
 
 
 def _event(event: dict[str, Any]) -> Problem | None:

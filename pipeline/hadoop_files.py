@@ -54,15 +54,13 @@ def exists(spark: SparkSession, path: str) -> bool:
     return bool(hadoop_path.getFileSystem(conf).exists(hadoop_path))
 
 
-def remove(spark: SparkSession, pattern: str) -> int:
-    """Delete the files and directories (recursively) a glob matches; return how many."""
+def remove(spark: SparkSession, pattern: str) -> None:
+    """Delete the files and directories (recursively) a glob matches, if any."""
     jvm, conf = _hadoop(spark)
     hadoop_path = jvm.org.apache.hadoop.fs.Path(pattern)
     fs = hadoop_path.getFileSystem(conf)
-    matches = fs.globStatus(hadoop_path) or []
-    for status in matches:
+    for status in fs.globStatus(hadoop_path) or []:
         fs.delete(status.getPath(), True)
-    return len(matches)
 
 
 def read_text(spark: SparkSession, path: str) -> str:

@@ -58,14 +58,14 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
         if (file.size, file.mtime) in by_identity:
             known.append(file.path)
             continue
-        head = _fingerprint(spark, file.path)
-        if by_path.get(_key(file.path), {}).get("head") == head:
+        first_line = _fingerprint(spark, file.path)
+        if by_path.get(_key(file.path), {}).get("head") == first_line:
             warnings.append(
                 f"{file.path} changed since it was ingested (size or mtime): not ingested "
                 "again, its earlier lines would count twice"
             )
         else:
-            new.append((file, head))  # a new file, maybe at the path of one rotated away
+            new.append((file, first_line))  # a new file, maybe at the path of one rotated away
     summary: dict[str, Any] = {
         "lake": lake,
         "batch": None,
@@ -78,14 +78,14 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     counts = write_batch(spark, lake, batch, read_audit(spark, [f.path for f, _ in new]).lines)
     files = []
-    for file, head in new:
+    for file, first_line in new:
         mine = [r for r in counts if _key(r["source"]) == _key(file.path)]
         files.append(
             {
                 "path": file.path,
                 "size": file.size,
                 "mtime": file.mtime,
-                "head": head,
+                "head": first_line,
                 "lines": batch_lines(mine),
             }
         )
@@ -123,11 +123,11 @@ def commit(
     write_text(spark, f"{lake}/{MANIFEST}", f"{batch}.json", json.dumps(manifest, indent=1))
 
 
-def forget(spark: SparkSession, lake: str, batch: str) -> int:
+def forget(spark: SparkSession, lake: str, batch: str) -> None:
     """Remove a batch, committed or not: its manifest first, so readers never see it half
-    gone; return the paths removed."""
-    removed = remove(spark, f"{lake}/{MANIFEST}/{batch}.json")
-    return removed + remove(spark, f"{lake}/table=*/date=*/batch={batch}")
+    gone."""
+    remove(spark, f"{lake}/{MANIFEST}/{batch}.json")
+    remove(spark, f"{lake}/table=*/date=*/batch={batch}")
 
 
 def batch_lines(counts: Sequence[Row]) -> dict[str, Any]:
