@@ -142,8 +142,10 @@ def run_report(spark: SparkSession, audit: AuditSource | Sequence[str], out: str
     source = as_source(audit)
     lines = source.read(spark, with_request=False)
     splits = lines.lines.rdd.getNumPartitions()
-    # One Parquet file per ~8 input splits (~1 GB of JSON) rather than one per split.
-    files = max(2, splits // 8)  # both cores write
+    # One Parquet file per ~8 input splits (~1 GB of JSON) rather than one per split, in
+    # whole rounds of the cores: 5 writing tasks on 2 cores leave one idle a third of the time.
+    cores = spark.sparkContext.defaultParallelism
+    files = cores * max(1, -(-splits // (8 * cores)))
     fine = fine_aggregate(lines)
     try:
         # Only this aggregation is big: the others get the session's partitions.
