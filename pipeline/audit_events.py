@@ -106,7 +106,8 @@ def classified(raw: DataFrame, *, with_request: bool = True, envelope: bool = Fa
 
     With `envelope`, each value is an audit topic record: the event is its `data`.
     """
-    value = F.col("value")
+    # Python gets the bytes: a value that is not UTF-8 is a bad line, never a failed job.
+    value = F.col("value").cast("binary")
     staged = raw.select(
         "source",
         "line",
@@ -132,15 +133,16 @@ def classified(raw: DataFrame, *, with_request: bool = True, envelope: bool = Fa
     )
 
 
-def _problems(values: pa.Array, check: Callable[[str], Problem | None]) -> pa.Array:
-    rows: list[dict[str, str] | None] = []
+def _problems(values: pa.Array, check: Callable[[Any], Problem | None]) -> pa.Array:
+    # The values are bytes, or None for a record with no value.
+    rows: list[dict[str, str | None] | None] = []
     for value in values.to_pylist():
         problem = check(value)
-        rows.append(
-            None
-            if problem is None
-            else {"kind": problem.kind, "problem": problem.reason, "sample": sample(value)}
-        )
+        if problem is None:
+            rows.append(None)
+        else:
+            shown = None if value is None else sample(value)
+            rows.append({"kind": problem.kind, "problem": problem.reason, "sample": shown})
     return pa.array(rows, _PROBLEM)
 
 

@@ -62,7 +62,7 @@ class Problem:
     reason: str
 
 
-def classify(line: str) -> Problem | None:
+def classify(line: str | bytes) -> Problem | None:
     """None for a good event of a readable schema version, else the line's problem."""
     event = _json(line, "blank line")
     if isinstance(event, Problem):
@@ -72,9 +72,11 @@ def classify(line: str) -> Problem | None:
     return _event(event)
 
 
-def classify_envelope(value: str) -> Problem | None:
+def classify_envelope(value: str | bytes | None) -> Problem | None:
     """`classify` for a record of the audit topic: the event is the `data` of a CloudEvents
     1.0 envelope (JSON structured mode, docs/operations.md#the-audit-topic)."""
+    if value is None:
+        return Problem(MALFORMED, "record with no value")  # a tombstone
     envelope = _json(value, "blank record")
     if isinstance(envelope, Problem):
         return envelope
@@ -86,8 +88,14 @@ def classify_envelope(value: str) -> Problem | None:
     return _event(data)
 
 
-def _json(text: str, blank: str) -> Any:
+def _json(text: str | bytes, blank: str) -> Any:
     # The parsed value, or the problem of a blank text or of text that is not JSON.
+    if isinstance(text, bytes):
+        # Logs are bytes: one line that is not UTF-8 is a bad line, not a failed job.
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            return Problem(MALFORMED, "not valid UTF-8")
     if not text.strip():
         return Problem(BLANK, blank)
     try:
@@ -108,9 +116,15 @@ def _event(event: dict[str, Any]) -> Problem | None:
     return None if reason is None else Problem(MALFORMED, reason)
 
 
-def sample(line: str) -> str:
-    """The first SAMPLE_BYTES bytes of a line, a character cut in two dropped."""
-    return line.encode("utf-8")[:SAMPLE_BYTES].decode("utf-8", "ignore")
+def sample(line: str | bytes) -> str:
+    """The first SAMPLE_BYTES bytes of a line, a character cut in two dropped; bytes that
+    are not UTF-8 are shown escaped (`\\xff`)."""
+    raw = line if isinstance(line, bytes) else line.encode("utf-8")
+    end = min(len(raw), SAMPLE_BYTES)
+    # Back to the first byte of a character the cut would split (UTF-8: at most 3 back).
+    while end < len(raw) and end > SAMPLE_BYTES - 3 and 0x80 <= raw[end] < 0xC0:
+        end -= 1
+    return raw[:end].decode("utf-8", "backslashreplace")
 
 
 def _fields(event: dict[str, Any], version: int) -> str | None:

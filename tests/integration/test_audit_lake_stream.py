@@ -28,10 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
+def _produce(bootstrap: str, topic: str, values: list[str | bytes | None]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 3})
     for i, value in enumerate(values):
-        producer.produce(topic, key=str(i % 7).encode(), value=value.encode())
+        raw = value.encode() if isinstance(value, str) else value
+        producer.produce(topic, key=str(i % 7).encode(), value=raw)
     assert producer.flush(30) == 0
 
 
@@ -72,8 +73,11 @@ def test_the_audit_topic_is_ingested_exactly_once(
     wrap = lambda record: json.dumps(envelope(record, "kafka-policy-proxy/test"))  # noqa: E731
     faults = bad_lines(events)
     # Every fault class inside an envelope (a blank line cannot be an object: sent bare).
-    bad = [line if not line.strip() else wrap(json.loads(line)) for line, _, _ in faults[6:]]
+    bad: list[str | bytes | None] = [
+        line if not line.strip() else wrap(json.loads(line)) for line, _, _ in faults[6:]
+    ]
     bad += ["", "not json", json.dumps({"data": events[0]}), wrap(events[0])[:-3]]
+    bad += [wrap(events[0]).encode().replace(b'"data"', b'"\xffdata"'), None]  # a tombstone
     _produce(kafka.bootstrap_servers, topic, [wrap(e) for e in events[:200]] + bad)
     lake = tmp_path / "lake"
     first = _ingest(kafka.bootstrap_servers, topic, lake)
@@ -83,6 +87,8 @@ def test_the_audit_topic_is_ingested_exactly_once(
     assert lines["unknown_version"] == 2
     assert lines["malformed"] == len(bad) - 3
     assert lines["malformed_by_problem"]["not a CloudEvents 1.0 envelope"] == 1
+    assert lines["malformed_by_problem"]["not valid UTF-8"] == 1
+    assert lines["malformed_by_problem"]["record with no value"] == 1
     assert all(source.startswith(f"kafka:{topic}/") for source in lines["bad_by_file"])
     # Produced since: only these are read, through the checkpoint.
     _produce(kafka.bootstrap_servers, topic, [wrap(e) for e in events[200:]])

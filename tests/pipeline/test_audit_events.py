@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipeline.audit_events import read_audit
-from pipeline.audit_lines import SAMPLE_BYTES, classify, sample
+from pipeline.audit_lines import SAMPLE_BYTES, classify, classify_envelope, sample
 from policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
 from policy.loader import load_policy
 from tests.pipeline.audit_data import (
@@ -43,6 +43,24 @@ def test_a_sample_is_the_first_bytes_without_a_broken_character() -> None:
     line = "é" * SAMPLE_BYTES
     assert sample(line) == "é" * (SAMPLE_BYTES // 2)
     assert sample("short") == "short"
+
+
+def test_bytes_that_are_not_utf8_are_a_malformed_line_shown_escaped() -> None:
+    good = json.dumps(GOOD[0]).encode()
+    assert classify(good) is None
+    bad = good.replace(b'"time": "', b'"time": "\xff', 1)
+    problem = classify(bad)
+    assert problem is not None
+    assert (problem.kind, problem.reason) == ("malformed", "not valid UTF-8")
+    assert sample(bad).startswith('{"time": "\\xff2026-')
+    # A character cut by the sample's end is dropped, as in a line that is UTF-8.
+    assert sample(b"\xff" + "é".encode() * SAMPLE_BYTES) == "\\xff" + "é" * 99
+
+
+def test_a_record_with_no_value_is_malformed() -> None:
+    problem = classify_envelope(None)
+    assert problem is not None
+    assert (problem.kind, problem.reason) == ("malformed", "record with no value")
 
 
 def test_good_events_are_read_with_every_field(spark: SparkSession, tmp_path: Path) -> None:

@@ -29,15 +29,21 @@ def events() -> list[dict[str, Any]]:
     return list(generate_events(EXAMPLE, example_cluster(), 600, seed=3))
 
 
+# Lines a log can hold that are not UTF-8 at all: malformed, never a failed job.
+NOT_UTF8 = [b'{"schema": 2, "principal": "User:\xff"}', b"\xc3\x28"]
+
+
 def write_logs(directory: Path, events: list[dict[str, Any]]) -> Path:
-    """Two rotated logs and the third with every fault class between good events."""
+    """Two rotated logs and the third with every fault class between good events, then
+    lines that are not UTF-8."""
     directory.mkdir()
     write_events(directory / "audit.jsonl.2", events[:200])
     write_events(directory / "audit.jsonl.1", events[200:400])
     good = [json.dumps(e) for e in events[400:]]
     faults = [line for line, _, _ in bad_lines(events)]
     mixed = [*good[:100], *faults, *good[100:]]
-    (directory / "audit.jsonl").write_text("\n".join(mixed) + "\n", encoding="utf-8")
+    text = ("\n".join(mixed) + "\n").encode()
+    (directory / "audit.jsonl").write_bytes(text + b"".join(line + b"\n" for line in NOT_UTF8))
     return directory
 
 
@@ -74,7 +80,7 @@ def jobs(
 
 
 def expected_lines(events: list[dict[str, Any]]) -> dict[str, Any]:
-    faults = bad_lines(events)
+    faults = [*bad_lines(events), *(("", "malformed", "not valid UTF-8") for _ in NOT_UTF8)]
     kinds = Counter(kind for _, kind, _ in faults)
     return {
         "total": len(events) + len(faults),
@@ -108,12 +114,15 @@ def test_the_quarantine_keeps_file_line_reason_and_sample(
 ) -> None:
     rows = read_lake(spark, jobs.lake).quarantine.orderBy("line").collect()
     faults = bad_lines(events)
+    after = 200 + len(faults)  # the file's lines before those that are not UTF-8
     assert [(r["line"], r["kind"], r["problem"]) for r in rows] == [
         (101 + i, kind, reason) for i, (_, kind, reason) in enumerate(faults)
-    ]
+    ] + [(after + 1 + i, "malformed", "not valid UTF-8") for i in range(len(NOT_UTF8))]
     assert all(r["source"].endswith("/audit.jsonl") for r in rows)
     assert all(len(r["sample"].encode()) <= 200 for r in rows)
     assert rows[2]["sample"] == "not json"
+    shown = ['{"schema": 2, "principal": "User:\\xff"}', "\\xc3("]  # escaped, not dropped
+    assert [r["sample"] for r in rows[-2:]] == shown
     # On disk: the two tables, events by the UTC date of their time.
     lake = Path(jobs.lake)
     tables = {p.name for p in lake.iterdir() if p.name.startswith("table=")}
