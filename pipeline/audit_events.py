@@ -23,6 +23,7 @@ from pipeline.audit_lines import (
     BLANK,
     KINDS,
     MALFORMED,
+    SAMPLE_BYTES,
     UNKNOWN_VERSION,
     Problem,
     classify,
@@ -48,6 +49,11 @@ AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType(), "rewritten":
 # is one of audit_lines.KINDS and `problem` the reason (both null for a good event); `sample`
 # is the bad line's first 200 bytes.
 LINE_COLUMNS = ("source", "line", "kind", "problem", "sample")
+# Spark's own column for a line its JSON reader could not read as the schema says.
+_UNREAD = "_unread"
+# The one way a line the classifier finds good can fail Spark's reader: a name given twice,
+# one of them not of its type (both readers keep the last; the classifier checked that one).
+UNREADABLE = "a field given twice, once not of its type"
 DECISIONS = tuple(o.value for o in Outcome)
 ACTIONS = tuple(a.value for a in RecordedAction)
 _NOT_TOPIC_ACTIONS = tuple(a.value for a in NOT_TOPIC_ACTIONS)
@@ -115,22 +121,42 @@ def classified(raw: DataFrame, *, with_request: bool = True, envelope: bool = Fa
         (_classify_record(value) if envelope else _classify(value)).alias("p"),
     )
     schema = event_schema(with_request=with_request)
-    options = {"timestampFormat": TIME_FORMAT, "mode": "FAILFAST"}
+    unread = StructField(_UNREAD, StringType())
+    # Not FAILFAST: one line must not fail the job. A good line gives a name twice (the last
+    # counts, for both readers) and Spark cannot read the first as its type: malformed.
+    options = {
+        "timestampFormat": TIME_FORMAT,
+        "mode": "PERMISSIVE",
+        "columnNameOfCorruptRecord": _UNREAD,
+    }
     if envelope:
-        wrapped = StructType([StructField("data", schema)])
-        parsed = F.from_json("value", wrapped, options).getField("data")
+        wrapped = StructType([StructField("data", schema), unread])
+        parsed = F.from_json("value", wrapped, options)
+        event = F.col("j.data")
     else:
-        parsed = F.from_json("value", schema, options)
+        parsed = F.from_json("value", StructType([*schema.fields, unread]), options)
+        event = F.col("j")
+    good = F.col("p").isNull()
+    unreadable = good & F.col(f"j.{_UNREAD}").isNotNull()
     return AuditInput(
-        staged.select(
+        staged.select("source", "line", "value", "p", F.when(good, parsed).alias("j")).select(
             "source",
             "line",
-            "p.kind",
-            "p.problem",
-            "p.sample",
-            F.when(F.col("p").isNull(), parsed).alias("e"),
-        ).select(*LINE_COLUMNS, *(F.col(f"e.{f.name}").alias(f.name) for f in schema.fields))
+            F.when(unreadable, F.lit(MALFORMED)).otherwise(F.col("p.kind")).alias("kind"),
+            F.when(unreadable, F.lit(UNREADABLE)).otherwise(F.col("p.problem")).alias("problem"),
+            F.when(unreadable, _sample(F.col("value")))
+            .otherwise(F.col("p.sample"))
+            .alias("sample"),
+            *(F.when(~unreadable, event[f.name]).alias(f.name) for f in schema.fields),
+        )
     )
+
+
+def _sample(value: Column) -> Column:
+    # `audit_lines.sample` of a line that is UTF-8, in Spark: the first bytes, and a
+    # character they cut in two (decoded as replacement characters) dropped.
+    head = F.decode(F.substring(value.cast("binary"), 1, SAMPLE_BYTES), "UTF-8")
+    return F.regexp_replace(head, "\ufffd+$", "")
 
 
 def _problems(values: pa.Array, check: Callable[[Any], Problem | None]) -> pa.Array:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.audit_events import read_audit
+from pipeline.audit_events import UNREADABLE, classified, read_audit
 from pipeline.audit_lines import SAMPLE_BYTES, classify, classify_envelope, sample
 from policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
 from policy.loader import load_policy
@@ -61,6 +61,35 @@ def test_a_record_with_no_value_is_malformed() -> None:
     problem = classify_envelope(None)
     assert problem is not None
     assert (problem.kind, problem.reason) == ("malformed", "record with no value")
+
+
+def test_a_field_given_twice_reads_as_the_classifier_read_it_or_is_malformed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    event = json.dumps(GOOD[0])
+    assert GOOD[0]["decision"] == "allowed"
+    lines = [
+        '{"decision": "denied", ' + event[1:],  # both readers keep the last
+        '{"validate_only": "nope", ' + event[1:],  # Spark's reader fails on the first
+    ]
+    (tmp_path / "audit.jsonl").write_text("\n".join(lines) + "\n")
+    read = read_audit(spark, [str(tmp_path)]).lines.orderBy("line").collect()
+    assert [(r["kind"], r["problem"], r["decision"]) for r in read] == [
+        (None, None, "allowed"),
+        ("malformed", UNREADABLE, None),
+    ]
+    assert read[1]["sample"] == lines[1][:SAMPLE_BYTES]
+    # In an audit topic record alike.
+    records = [
+        ("kafka:audit/0", i, '{"specversion": "1.0", "data": ' + line + "}")
+        for i, line in enumerate(lines)
+    ]
+    frame = spark.createDataFrame(records, "source string, line long, value string")
+    got = classified(frame, envelope=True).lines.orderBy("line").collect()
+    assert [(r["kind"], r["problem"], r["decision"]) for r in got] == [
+        (None, None, "allowed"),
+        ("malformed", UNREADABLE, None),
+    ]
 
 
 def test_good_events_are_read_with_every_field(spark: SparkSession, tmp_path: Path) -> None:

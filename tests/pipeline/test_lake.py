@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from pipeline.audit_events import UNREADABLE
 from pipeline.lake import AuditSource, committed, ingest, read_lake
 from pipeline.replay import run_replay
 from pipeline.report import run_report
@@ -29,13 +30,20 @@ def events() -> list[dict[str, Any]]:
     return list(generate_events(EXAMPLE, example_cluster(), 600, seed=3))
 
 
-# Lines a log can hold that are not UTF-8 at all: malformed, never a failed job.
-NOT_UTF8 = [b'{"schema": 2, "principal": "User:\xff"}', b"\xc3\x28"]
+def unreadable(events: list[dict[str, Any]]) -> list[tuple[bytes, str]]:
+    """Lines that failed the job before: bytes that are not UTF-8, and a good event with a
+    field given twice, the first not of its type (Spark's reader fails on it)."""
+    twice = '{"validate_only": "nope", ' + json.dumps(events[0])[1:]
+    return [
+        (b'{"schema": 2, "principal": "User:\xff"}', "not valid UTF-8"),
+        (b"\xc3\x28", "not valid UTF-8"),
+        (twice.encode(), UNREADABLE),
+    ]
 
 
 def write_logs(directory: Path, events: list[dict[str, Any]]) -> Path:
     """Two rotated logs and the third with every fault class between good events, then
-    lines that are not UTF-8."""
+    the `unreadable` lines."""
     directory.mkdir()
     write_events(directory / "audit.jsonl.2", events[:200])
     write_events(directory / "audit.jsonl.1", events[200:400])
@@ -43,7 +51,8 @@ def write_logs(directory: Path, events: list[dict[str, Any]]) -> Path:
     faults = [line for line, _, _ in bad_lines(events)]
     mixed = [*good[:100], *faults, *good[100:]]
     text = ("\n".join(mixed) + "\n").encode()
-    (directory / "audit.jsonl").write_bytes(text + b"".join(line + b"\n" for line in NOT_UTF8))
+    tail = b"".join(line + b"\n" for line, _ in unreadable(events))
+    (directory / "audit.jsonl").write_bytes(text + tail)
     return directory
 
 
@@ -80,7 +89,7 @@ def jobs(
 
 
 def expected_lines(events: list[dict[str, Any]]) -> dict[str, Any]:
-    faults = [*bad_lines(events), *(("", "malformed", "not valid UTF-8") for _ in NOT_UTF8)]
+    faults = [*bad_lines(events), *(("", "malformed", r) for _, r in unreadable(events))]
     kinds = Counter(kind for _, kind, _ in faults)
     return {
         "total": len(events) + len(faults),
@@ -114,15 +123,16 @@ def test_the_quarantine_keeps_file_line_reason_and_sample(
 ) -> None:
     rows = read_lake(spark, jobs.lake).quarantine.orderBy("line").collect()
     faults = bad_lines(events)
-    after = 200 + len(faults)  # the file's lines before those that are not UTF-8
+    after = 200 + len(faults)  # the file's lines before the unreadable ones
     assert [(r["line"], r["kind"], r["problem"]) for r in rows] == [
         (101 + i, kind, reason) for i, (_, kind, reason) in enumerate(faults)
-    ] + [(after + 1 + i, "malformed", "not valid UTF-8") for i in range(len(NOT_UTF8))]
+    ] + [(after + 1 + i, "malformed", reason) for i, (_, reason) in enumerate(unreadable(events))]
     assert all(r["source"].endswith("/audit.jsonl") for r in rows)
     assert all(len(r["sample"].encode()) <= 200 for r in rows)
     assert rows[2]["sample"] == "not json"
     shown = ['{"schema": 2, "principal": "User:\\xff"}', "\\xc3("]  # escaped, not dropped
-    assert [r["sample"] for r in rows[-2:]] == shown
+    assert [r["sample"] for r in rows[-3:-1]] == shown
+    assert rows[-1]["sample"] == unreadable(events)[-1][0][:200].decode()
     # On disk: the two tables, events by the UTC date of their time.
     lake = Path(jobs.lake)
     tables = {p.name for p in lake.iterdir() if p.name.startswith("table=")}
