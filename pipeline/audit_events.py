@@ -51,9 +51,10 @@ AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType(), "rewritten":
 LINE_COLUMNS = ("source", "line", "kind", "problem", "sample")
 # Spark's own column for a line its JSON reader could not read as the schema says.
 _UNREAD = "_unread"
-# The one way a line the classifier finds good can fail Spark's reader: a name given twice,
-# one of them not of its type (both readers keep the last; the classifier checked that one).
-UNREADABLE = "a field given twice, once not of its type"
+# A line the classifier finds good that Spark's reader still fails on. The known way: a name
+# given twice, an earlier value not of its type (both readers keep the last, which the
+# classifier checked).
+UNREADABLE = "a field Spark's JSON reader cannot read as its type"
 DECISIONS = tuple(o.value for o in Outcome)
 ACTIONS = tuple(a.value for a in RecordedAction)
 _NOT_TOPIC_ACTIONS = tuple(a.value for a in NOT_TOPIC_ACTIONS)
@@ -122,8 +123,8 @@ def classified(raw: DataFrame, *, with_request: bool = True, envelope: bool = Fa
     )
     schema = event_schema(with_request=with_request)
     unread = StructField(_UNREAD, StringType())
-    # Not FAILFAST: one line must not fail the job. A good line gives a name twice (the last
-    # counts, for both readers) and Spark cannot read the first as its type: malformed.
+    # Not FAILFAST: one line must never fail the job. A good line Spark cannot read is
+    # malformed (UNREADABLE).
     options = {
         "timestampFormat": TIME_FORMAT,
         "mode": "PERMISSIVE",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -33,6 +33,8 @@ SAMPLE_BYTES = 200
 # The time as the proxy writes it and Spark parses it (`TIME_FORMAT`): microseconds, an offset.
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
 _LONG = 2**63
+# Python reads offsets up to ±23:59, Spark (java.time) up to ±18:00: the narrower decides.
+_MAX_OFFSET = timedelta(hours=18)
 _V1_ABSENT = (*TRACE_FIELDS, *RESOURCE_FIELDS)
 _NOT_TOPIC_ACTIONS = frozenset(a.value for a in NOT_TOPIC_ACTIONS)
 _TOPIC = ResourceType.TOPIC.value
@@ -244,9 +246,12 @@ def _time(value: str) -> str | None:
     if _TIME.fullmatch(value) is None:
         return f"{value[:40]!r} is not an RFC 3339 time with microseconds"
     try:
-        datetime.fromisoformat(value)
+        moment = datetime.fromisoformat(value)
     except ValueError:
         return f"{value[:40]!r} is not a valid time"
+    offset = moment.utcoffset()
+    if offset is not None and abs(offset) > _MAX_OFFSET:
+        return f"{value[:40]!r} has an offset beyond ±18:00"
     return None
 
 

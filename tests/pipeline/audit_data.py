@@ -341,6 +341,11 @@ def bad_lines(good: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
             "malformed",
             "field time: '2026-10-01T00:00:00Z' is not an RFC 3339 time with microseconds",
         ),
+        (
+            changed(time="2026-10-01T00:00:00.000000+20:00"),
+            "malformed",
+            "field time: '2026-10-01T00:00:00.000000+20:00' has an offset beyond ±18:00",
+        ),
         (changed(conn="7"), "malformed", "field conn: expected integer, got string"),
         (changed(conn=1.5), "malformed", "field conn: expected integer, got number"),
         (changed(principal=5), "malformed", "field principal: expected string, got integer"),
