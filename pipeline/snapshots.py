@@ -48,7 +48,9 @@ def read_snapshot_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         .select("source", "line", "head.*")
     )
     problem = (
-        F.when(F.col("kind").isNull(), F.lit("not a snapshot line"))
+        # Before anything reads the text: Python cannot take a line that is not UTF-8.
+        F.when(~F.is_valid_utf8("line"), F.lit("not valid UTF-8"))
+        .when(F.col("kind").isNull(), F.lit("not a snapshot line"))
         .when(~F.col("kind").isin(*KINDS), F.format_string("unknown line kind %s", "kind"))
         .when(F.col("cluster_id").isNull(), F.lit("missing field cluster_id"))
         .when((F.col("kind") == "topic") & F.col("name").isNull(), F.lit("missing field name"))

@@ -78,3 +78,14 @@ def test_bad_snapshots_are_refused(
     (tmp_path / "s.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(SnapshotError, match=problem):
         read_clusters(spark, [str(tmp_path / "s.jsonl")])
+
+
+def test_a_snapshot_line_that_is_not_utf8_is_refused_not_a_crash(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    text = "\n".join(_snapshot("A", [("x", 1)])) + "\n"
+    (tmp_path / "s.jsonl").write_bytes(
+        text.replace('"x"', '"x\udcff"').encode("utf-8", "surrogateescape")
+    )
+    with pytest.raises(SnapshotError, match=r"1 line\(s\): not valid UTF-8"):
+        read_clusters(spark, [str(tmp_path / "s.jsonl")])
