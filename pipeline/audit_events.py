@@ -51,10 +51,10 @@ AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType(), "rewritten":
 LINE_COLUMNS = ("source", "line", "kind", "problem", "sample")
 # Spark's own column for a line its JSON reader could not read as the schema says.
 _UNREAD = "_unread"
-# A line the classifier finds good that Spark's reader still fails on. The known way: a name
+# A line the classifier finds good that Spark's reader still fails on. The known ways: a name
 # given twice, an earlier value not of its type (both readers keep the last, which the
-# classifier checked).
-UNREADABLE = "a field Spark's JSON reader cannot read as its type"
+# classifier checked), and nesting deeper than Jackson's 1,000 levels (orjson's is 1,024).
+UNREADABLE = "Spark's JSON reader cannot read it (a field given twice, or nested too deep)"
 DECISIONS = tuple(o.value for o in Outcome)
 ACTIONS = tuple(a.value for a in RecordedAction)
 _NOT_TOPIC_ACTIONS = tuple(a.value for a in NOT_TOPIC_ACTIONS)

@@ -63,19 +63,23 @@ def test_a_record_with_no_value_is_malformed() -> None:
     assert (problem.kind, problem.reason) == ("malformed", "record with no value")
 
 
-def test_a_field_given_twice_reads_as_the_classifier_read_it_or_is_malformed(
+def test_a_line_spark_cannot_read_as_the_classifier_did_is_malformed(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     event = json.dumps(GOOD[0])
     assert GOOD[0]["decision"] == "allowed"
+    nested = '{"a": ' * 1010 + "{}" + "}" * 1010  # orjson reads 1,024 levels, Spark 1,000
     lines = [
         '{"decision": "denied", ' + event[1:],  # both readers keep the last
         '{"validate_only": "nope", ' + event[1:],  # Spark's reader fails on the first
+        event.replace('"request": {', '"request": {"deep": ' + nested + ", ", 1),
     ]
+    assert lines[2] != event
     (tmp_path / "audit.jsonl").write_text("\n".join(lines) + "\n")
     read = read_audit(spark, [str(tmp_path)]).lines.orderBy("line").collect()
     assert [(r["kind"], r["problem"], r["decision"]) for r in read] == [
         (None, None, "allowed"),
+        ("malformed", UNREADABLE, None),
         ("malformed", UNREADABLE, None),
     ]
     assert read[1]["sample"] == lines[1][:SAMPLE_BYTES]
@@ -88,6 +92,7 @@ def test_a_field_given_twice_reads_as_the_classifier_read_it_or_is_malformed(
     got = classified(frame, envelope=True).lines.orderBy("line").collect()
     assert [(r["kind"], r["problem"], r["decision"]) for r in got] == [
         (None, None, "allowed"),
+        ("malformed", UNREADABLE, None),
         ("malformed", UNREADABLE, None),
     ]
 
