@@ -37,7 +37,10 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         description="Adds the audit files not yet ingested to the lake as one batch: good "
         "events partitioned by date, the other lines (blank, malformed, unknown schema "
         "version) in its quarantine table with file, line, reason and the first 200 bytes. "
-        "A file already ingested (same size and mtime, wherever it is now) is skipped. With "
+        "A file already ingested (same size and mtime, wherever it is now) is skipped; a "
+        "log already in the lake, grown, renamed or compressed since (it starts with the same "
+        "line), gives only its lines beyond those; a last line with no newline yet is left "
+        "for a later ingest. With "
         "--topic, reads the audit topic with Spark Structured Streaming instead, exactly once "
         "through a checkpoint: until it is drained (--once) or continuously.",
     )

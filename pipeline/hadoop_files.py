@@ -74,11 +74,20 @@ def read_text(spark: SparkSession, path: str) -> str:
         stream.close()
 
 
+def _hadoop(spark: SparkSession) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm, spark.sparkContext._jsc.hadoopConfiguration()
+
+
 def head(spark: SparkSession, path: str, limit: int = 4096) -> bytes:
-    """The first `limit` bytes of a file (fewer if it is shorter)."""
+    """The first `limit` bytes of a file's content (decompressed, as Spark reads it)."""
     jvm, conf = _hadoop(spark)
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(hadoop_path)
     stream = hadoop_path.getFileSystem(conf).open(hadoop_path)
+    if codec is not None:
+        stream = codec.createInputStream(stream)  # closing it closes the file
     try:
         bounded = jvm.org.apache.commons.io.input.BoundedInputStream(stream, limit)
         return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(bounded))
@@ -86,7 +95,22 @@ def head(spark: SparkSession, path: str, limit: int = 4096) -> bytes:
         stream.close()
 
 
-def _hadoop(spark: SparkSession) -> tuple[Any, Any]:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    return jvm, spark.sparkContext._jsc.hadoopConfiguration()
+def compressed(spark: SparkSession, path: str) -> bool:
+    """Whether Spark reads the file through a compression codec (by its name: `.gz`, ...)."""
+    jvm, conf = _hadoop(spark)
+    factory = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf)
+    return factory.getCodec(jvm.org.apache.hadoop.fs.Path(path)) is not None
+
+
+def last_byte(spark: SparkSession, file: FileStatus) -> bytes:
+    """The file's last byte as stored (empty for an empty file)."""
+    if file.size == 0:
+        return b""
+    jvm, conf = _hadoop(spark)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(file.path)
+    stream = hadoop_path.getFileSystem(conf).open(hadoop_path)
+    try:
+        stream.seek(file.size - 1)
+        return bytes([stream.read()])
+    finally:
+        stream.close()

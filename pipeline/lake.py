@@ -4,25 +4,23 @@ Layout under the lake's root (docs/pipeline.md#the-audit-lake):
 
 - `table=events/date=YYYY-MM-DD/batch=B/`: good events, the UTC date of their `time`;
 - `table=quarantine/date=__HIVE_DEFAULT_PARTITION__/batch=B/`: the lines that are not;
-- `_manifest/B.json`: one per committed batch, naming each file it ingested (path, size,
-  mtime) with its line counts.
+- `_manifest/B.json`: one per committed batch, naming each file it read (path, size,
+  mtime, first-line hash, the lines it took) with its line counts.
 
 Both tables have the columns of `pipeline.audit_events` (LINE_COLUMNS, then the event's).
 A batch counts once its manifest is written: readers keep only committed batches, so a run
 that died half-way leaves files nobody reads, and the next run ingests its files again.
-A file is known by its size and mtime wherever it is: a log the proxy rotated (renamed) is
-not ingested twice. A file at an ingested path with another size or mtime is a new log if it
-starts with another line (the proxy started it after rotating the old one away), else the
-same log written to since: that one is skipped with a warning, never ingested twice.
+Which lines of which files a batch takes (each line of a log once, however the log was
+grown, renamed or compressed since): `pipeline.ingest_files`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import reduce
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -36,7 +34,8 @@ from pipeline.audit_events import (
     line_summary,
     read_audit,
 )
-from pipeline.hadoop_files import FileStatus, exists, head, list_files, read_text, remove
+from pipeline.hadoop_files import exists, list_files, read_text, remove
+from pipeline.ingest_files import Take, plan_ingest
 from pipeline.output import write_text
 
 EVENTS = "events"
@@ -46,53 +45,42 @@ _TASK_BYTES = 32 * 2**20
 
 
 def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, Any]:
-    """Add the audit files not yet in the lake as one batch; return what was done."""
+    """Add the audit lines not yet in the lake as one batch; return what was done."""
     lake = lake.rstrip("/")
-    batches = committed(spark, lake)
-    by_identity = {(f["size"], f["mtime"]): f["path"] for b in batches for f in b["files"]}
-    by_path = {_key(f["path"]): f for b in batches for f in b["files"]}
-    new: list[tuple[FileStatus, str]] = []  # with its first line's hash
-    known: list[str] = []
-    warnings: list[str] = []
-    for file in list_files(spark, paths):
-        if (file.size, file.mtime) in by_identity:
-            known.append(file.path)
-            continue
-        first_line = _fingerprint(spark, file.path)
-        if by_path.get(_key(file.path), {}).get("head") == first_line:
-            warnings.append(
-                f"{file.path} changed since it was ingested (size or mtime): not ingested "
-                "again, its earlier lines would count twice"
-            )
-        else:
-            new.append((file, first_line))  # a new file, maybe at the path of one rotated away
+    plan = plan_ingest(spark, list_files(spark, paths), committed(spark, lake))
     summary: dict[str, Any] = {
         "lake": lake,
         "batch": None,
-        "files": {"ingested": len(new), "already_ingested": len(known), "changed": len(warnings)},
+        "files": plan.counts(),
         "lines": line_summary(0, ()),
-        "warnings": warnings,
+        "warnings": plan.warnings,
     }
-    if not new:
+    if not plan.takes:
         return summary
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    counts = write_batch(spark, lake, batch, read_audit(spark, [f.path for f, _ in new]).lines)
+    counts = write_batch(spark, lake, batch, _taken(spark, plan.takes))
     files = []
-    for file, first_line in new:
-        mine = [r for r in counts if _key(r["source"]) == _key(file.path)]
-        files.append(
-            {
-                "path": file.path,
-                "size": file.size,
-                "mtime": file.mtime,
-                "head": first_line,
-                "lines": batch_lines(mine),
-            }
-        )
+    for take in plan.takes:
+        mine = [r for r in counts if _key(r["source"]) == _key(take.file.path)]
+        files.append(take.manifest(batch_lines(mine)))
+    # Committed even if no line was new (a compressed copy of a log already in): the next
+    # ingest knows the file by its size and mtime without reading it again.
     commit(spark, lake, batch, files)
     summary["batch"] = batch
     summary["lines"] = batch_lines(counts)
     return summary
+
+
+def _taken(spark: SparkSession, takes: Sequence[Take]) -> DataFrame:
+    # Whole new files in one read; each file taken in part in a read of its own, filtered by
+    # line number (numbered from the start of the file: the condition cannot be pushed down).
+    whole = [t.file.path for t in takes if t.lines() is None]
+    parts = [read_audit(spark, whole).lines] if whole else []
+    for take in takes:
+        condition = take.lines()
+        if condition is not None:
+            parts.append(read_audit(spark, [take.file.path]).lines.where(condition))
+    return reduce(DataFrame.unionAll, parts)
 
 
 def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) -> list[Row]:
@@ -107,6 +95,8 @@ def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) ->
         .partitionBy("table", "date", "batch")
         .parquet(lake)
     )
+    if not any(exists(spark, f"{lake}/table={name}") for name in (EVENTS, QUARANTINE)):
+        return []  # no line written, and none before
     written = _tables(spark, lake).where(F.col("batch") == batch)
     return (
         written.groupBy("source", "kind", "problem").agg(F.count(F.lit(1)).alias("lines")).collect()
@@ -189,13 +179,6 @@ class AuditSource:
     def label(self) -> str:
         """The input as a report names it."""
         return f"the lake {self.lake}" if self.lake is not None else ", ".join(self.paths)
-
-
-def _fingerprint(spark: SparkSession, path: str) -> str:
-    # The first line stays when a log is appended to; a new log at the same path starts
-    # with another event (its time and decision id).
-    first = head(spark, path).split(b"\n", 1)[0]
-    return hashlib.sha256(first).hexdigest()[:32]
 
 
 def _key(uri: str) -> tuple[str, str, str]:

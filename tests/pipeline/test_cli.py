@@ -121,7 +121,7 @@ def test_ingest_on_the_command_line_counts_as_report_does(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     ingested = json.loads(done.stdout)
-    assert ingested["files"] == {"ingested": 1, "already_ingested": 0, "changed": 0}
+    assert ingested["files"] == {"ingested": 1, "known_log": 0, "already_ingested": 0, "skipped": 0}
     assert (ingested["lines"]["events"], ingested["lines"]["blank"]) == (50, 1)
     assert ingested["lines"]["malformed_by_problem"] == {"not valid JSON": 1}
     report = run_report(spark, AuditSource(lake=str(lake)), str(tmp_path / "out"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -166,9 +167,9 @@ def test_ingest_is_incremental_and_survives_rotation(
 ) -> None:
     lake = str(tmp_path / "lake")
     first = ingest(spark, [str(logs)], lake)
-    assert first["files"] == {"ingested": 3, "already_ingested": 0, "changed": 0}
+    assert first["files"] == {"ingested": 3, "known_log": 0, "already_ingested": 0, "skipped": 0}
     again = ingest(spark, [str(logs)], lake)
-    assert again["files"] == {"ingested": 0, "already_ingested": 3, "changed": 0}
+    assert again["files"] == {"ingested": 0, "known_log": 0, "already_ingested": 3, "skipped": 0}
     assert again["batch"] is None
     # The proxy rotates: every log moves up one name (size and mtime kept), and a new one starts.
     for old, new in (("audit.jsonl.2", "audit.jsonl.3"), ("audit.jsonl.1", "audit.jsonl.2")):
@@ -177,24 +178,110 @@ def test_ingest_is_incremental_and_survives_rotation(
     more = list(generate_events(EXAMPLE, example_cluster(), 50, seed=9))
     write_events(logs / "audit.jsonl", more)
     rotated = ingest(spark, [str(logs)], lake)
-    assert rotated["files"] == {"ingested": 1, "already_ingested": 3, "changed": 0}
+    assert rotated["files"] == {"ingested": 1, "known_log": 0, "already_ingested": 3, "skipped": 0}
     assert rotated["lines"]["events"] == 50
     assert read_lake(spark, lake).events.count() == len(events) + 50
     assert len(committed(spark, lake)) == 2
 
 
-def test_a_changed_file_is_never_ingested_twice(
+def ids_in(spark: SparkSession, lake: str) -> Counter[str]:
+    """How often each decision id is in the lake's events."""
+    rows = read_lake(spark, lake, with_request=False).events.select("decision_id").collect()
+    return Counter(r["decision_id"] for r in rows)
+
+
+def append(path: Path, data: bytes) -> None:
+    with path.open("ab") as log:
+        log.write(data)
+
+
+def test_a_live_log_is_taken_once_as_it_grows_is_rotated_and_compressed(
+    spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    logs, lake = tmp_path / "logs", str(tmp_path / "lake")
+    logs.mkdir()
+    live = logs / "audit.jsonl"
+    write_events(live, events[:100])
+    first = ingest(spark, [str(logs)], lake)
+    assert first["lines"]["events"] == 100
+    # Written to since: only the new lines are taken, with their line numbers in the file.
+    append(live, b"".join(json.dumps(e).encode() + b"\n" for e in events[100:150]) + b"{cut\n")
+    grown = ingest(spark, [str(logs)], lake)
+    assert grown["files"] == {"ingested": 0, "known_log": 1, "already_ingested": 0, "skipped": 0}
+    assert (grown["lines"]["events"], grown["lines"]["malformed"]) == (50, 1)
+    taken = read_lake(spark, lake).lines.where("problem IS NULL AND line > 100")
+    numbers = taken.select("line").collect()
+    assert sorted(r["line"] for r in numbers) == list(range(101, 151))
+    # Rotated (renamed), then compressed as logrotate does, while a new log starts.
+    os.rename(live, logs / "audit.jsonl.1")
+    write_events(live, events[150:160])
+    rotated = ingest(spark, [str(logs)], lake)
+    assert rotated["files"] == {"ingested": 1, "known_log": 0, "already_ingested": 1, "skipped": 0}
+    with (
+        (logs / "audit.jsonl.1").open("rb") as plain,
+        gzip.open(logs / "audit.jsonl.1.gz", "wb") as gz,
+    ):
+        shutil.copyfileobj(plain, gz)
+    (logs / "audit.jsonl.1").unlink()
+    packed = ingest(spark, [str(logs)], lake)
+    assert packed["files"] == {"ingested": 0, "known_log": 1, "already_ingested": 1, "skipped": 0}
+    assert packed["lines"]["total"] == 0
+    # Known by size and mtime from now on: not read again.
+    again = ingest(spark, [str(logs)], lake)
+    assert again["files"] == {"ingested": 0, "known_log": 0, "already_ingested": 2, "skipped": 0}
+    assert again["batch"] is None
+    assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events[:160])
+    bad = read_lake(spark, lake).quarantine.select("sample").collect()
+    assert [r["sample"] for r in bad] == ["{cut"]
+
+
+def test_a_line_being_written_is_left_for_a_later_ingest(
+    spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    logs, lake = tmp_path / "logs", str(tmp_path / "lake")
+    logs.mkdir()
+    live = logs / "audit.jsonl"
+    write_events(live, events[:10])
+    line = json.dumps(events[10]).encode()
+    append(live, line[:40])
+    first = ingest(spark, [str(logs)], lake)
+    assert (first["lines"]["events"], first["lines"]["malformed"]) == (10, 0)
+    (warning,) = first["warnings"]
+    assert "audit.jsonl: its last line (11) has no newline yet" in warning
+    append(live, line[40:] + b"\n" + json.dumps(events[11]).encode() + b"\n")
+    second = ingest(spark, [str(logs)], lake)
+    assert (second["lines"]["events"], second["lines"]["malformed"]) == (2, 0)
+    assert second["warnings"] == []
+    # A log cut short mid-line for good: said on every ingest, and counted once compressed.
+    append(live, line[:40])
+    assert ingest(spark, [str(logs)], lake)["lines"]["total"] == 0
+    stuck = ingest(spark, [str(logs)], lake)
+    assert stuck["batch"] is None
+    assert "its last line (13) has no newline and was not ingested" in stuck["warnings"][0]
+    with live.open("rb") as plain, gzip.open(logs / "audit.jsonl.1.gz", "wb") as gz:
+        shutil.copyfileobj(plain, gz)
+    live.unlink()
+    packed = ingest(spark, [str(logs)], lake)
+    assert (packed["lines"]["events"], packed["lines"]["malformed"]) == (0, 1)
+    assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events[:12])
+
+
+def test_two_copies_of_a_log_in_one_run_are_taken_once(
     spark: SparkSession, logs: Path, events: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     lake = str(tmp_path / "lake")
-    ingest(spark, [str(logs)], lake)
-    with (logs / "audit.jsonl").open("a", encoding="utf-8") as log:
-        log.write(json.dumps(events[0]) + "\n")
-    result = ingest(spark, [str(logs)], lake)
-    assert result["files"] == {"ingested": 0, "already_ingested": 2, "changed": 1}
-    (warning,) = result["warnings"]
-    assert "audit.jsonl changed since it was ingested" in warning
-    assert read_lake(spark, lake).events.count() == len(events)
+    copy = tmp_path / "archive" / "audit.jsonl.2.gz"
+    copy.parent.mkdir()
+    with (logs / "audit.jsonl.2").open("rb") as plain, gzip.open(copy, "wb") as gz:
+        shutil.copyfileobj(plain, gz)
+    first = ingest(spark, [str(tmp_path / "archive"), str(logs)], lake)
+    assert first["files"] == {"ingested": 3, "known_log": 0, "already_ingested": 0, "skipped": 1}
+    (warning,) = first["warnings"]
+    assert "audit.jsonl.2 starts with the same line as" in warning
+    second = ingest(spark, [str(tmp_path / "archive"), str(logs)], lake)
+    assert second["files"] == {"ingested": 0, "known_log": 1, "already_ingested": 3, "skipped": 0}
+    assert second["lines"]["total"] == 0
+    assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events)
 
 
 def test_a_batch_without_its_manifest_is_never_read(
