@@ -217,29 +217,6 @@ def _evaluator(
     return evaluate
 
 
-def _structure_problems(lines: DataFrame) -> list[str]:
-    """Snapshots that mix clusters in one file, or give one cluster in several files."""
-    ids: dict[str, set[str]] = defaultdict(set)
-    sources: dict[str, set[str]] = defaultdict(set)
-    heads = (F.col("kind") == "cluster").alias("head")
-    for row in lines.select("source", "cluster_id", heads).distinct().collect():
-        ids[row["source"]].add(row["cluster_id"])
-        if row["head"]:
-            sources[row["cluster_id"]].add(row["source"])
-    problems = [
-        f"{source}: lines of {len(found)} clusters ({', '.join(sorted(found))}), expected 1"
-        for source, found in ids.items()
-        if len(found) > 1
-    ]
-    problems += [
-        f"cluster {cluster_id} is in {len(found)} snapshots ({', '.join(sorted(found))}): "
-        "give one snapshot per cluster"
-        for cluster_id, found in sources.items()
-        if len(found) > 1
-    ]
-    return sorted(problems)
-
-
 def _without_sources(lines: DataFrame) -> list[str]:
     """One warning per snapshot whose topic lines lack `config_sources`."""
     lacking = F.get_json_object("line", "$.config_sources").isNull()
@@ -313,7 +290,7 @@ def run_scan(
     evaluated: DataFrame | None = None
     shipped: Broadcast[dict[str, str]] | None = None
     try:
-        problems = check_complete(lines) or _structure_problems(lines)
+        problems = check_complete(lines)
         if problems:
             raise SnapshotError("; ".join(problems))
         warnings = _without_sources(lines)

@@ -29,6 +29,7 @@ _HEAD = StructType(
         StructField("kind", StringType()),
         StructField("cluster_id", StringType()),
         StructField("name", StringType()),
+        StructField("topic_id", StringType()),
         StructField("partitions", LongType()),
         StructField("internal", BooleanType()),
         StructField("topics", LongType()),
@@ -59,14 +60,16 @@ def read_snapshot_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
 
 
 def check_complete(lines: DataFrame) -> list[str]:
-    """Why the snapshots are not usable (bad lines, no cluster or end line, wrong count), if so."""
-    problems = [
+    """Why the snapshots are not usable, if so: bad lines, no cluster or end line, a wrong
+    count, clusters mixed in a file or given in two, a topic (or topic id) given twice."""
+    bad = [
         f"{r['source']}: {r['count']} line(s): {r['problem']}"
         for r in lines.where(F.col("problem").isNotNull())
         .groupBy("source", "problem")
         .count()
         .collect()
     ]
+    problems = []
     files = lines.groupBy("source").agg(
         F.sum(F.when(F.col("kind") == "cluster", 1).otherwise(0)).alias("clusters"),
         F.sum(F.when(F.col("kind") == "topic", 1).otherwise(0)).alias("topic_lines"),
@@ -82,7 +85,51 @@ def check_complete(lines: DataFrame) -> list[str]:
                 f"{row['source']}: {row['topic_lines']} topic lines, the end line says "
                 f"{row['declared']}: the snapshot is incomplete"
             )
-    return sorted(problems)
+    if bad:
+        return sorted(bad + problems)  # lines unread: nothing more to say about their clusters
+    return sorted(problems + _structure_problems(lines) + _given_twice(lines))
+
+
+def _structure_problems(lines: DataFrame) -> list[str]:
+    """Snapshots that mix clusters in one file, or give one cluster in several files."""
+    ids: dict[str, set[str]] = defaultdict(set)
+    sources: dict[str, set[str]] = defaultdict(set)
+    heads = (F.col("kind") == "cluster").alias("head")
+    for row in lines.select("source", "cluster_id", heads).distinct().collect():
+        ids[row["source"]].add(row["cluster_id"])
+        if row["head"]:
+            sources[row["cluster_id"]].add(row["source"])
+    problems = [
+        f"{source}: lines of {len(found)} clusters ({', '.join(sorted(found))}), expected 1"
+        for source, found in ids.items()
+        if len(found) > 1
+    ]
+    problems += [
+        f"cluster {cluster_id} is in {len(found)} snapshots ({', '.join(sorted(found))}): "
+        "give one snapshot per cluster"
+        for cluster_id, found in sources.items()
+        if len(found) > 1
+    ]
+    return problems
+
+
+def _given_twice(lines: DataFrame) -> list[str]:
+    # A cluster's topics by name (and by id) would keep one line of two: scan judged both.
+    problems = []
+    topics = lines.where(F.col("kind") == "topic")
+    for key in ("name", "topic_id"):
+        for row in (
+            topics.where(F.col(key).isNotNull())
+            .groupBy("source", key)
+            .count()
+            .where(F.col("count") > 1)
+            .orderBy("source", key)
+            .limit(10)
+            .collect()
+        ):
+            label = "topic" if key == "name" else "topic id"
+            problems.append(f"{row['source']}: {label} {row[key]} given {row['count']} times")
+    return problems
 
 
 def read_clusters(spark: SparkSession, paths: Sequence[str]) -> dict[str, InMemoryCluster]:

@@ -108,10 +108,13 @@ def snapshot_cluster(head: ClusterLine, topics: Iterable[TopicState]) -> InMemor
 
 
 def parse_snapshot(lines: Iterable[str]) -> Snapshot:
-    """A whole snapshot from its lines (blank ones skipped); SnapshotError if it is incomplete."""
+    """A whole snapshot from its lines (blank ones skipped); SnapshotError if it is incomplete,
+    mixes clusters or gives a topic twice."""
     head: ClusterLine | None = None
     end: EndLine | None = None
     topics: list[TopicState] = []
+    names: set[str] = set()
+    ids: set[str] = set()
     for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -123,11 +126,24 @@ def parse_snapshot(lines: Iterable[str]) -> Snapshot:
             raise SnapshotError(f"line {number}: {exc}") from None
         if isinstance(line, ClusterLine) != (head is None):
             raise SnapshotError(f"line {number}: the cluster line must come first, and once")
+        if head is not None and line.cluster_id != head.cluster_id:
+            raise SnapshotError(
+                f"line {number}: a line of cluster {line.cluster_id} in the snapshot of "
+                f"cluster {head.cluster_id}"
+            )
         match line:
             case ClusterLine():
                 head = line
             case TopicLine():
-                topics.append(line.state)
+                state = line.state
+                if state.name in names:
+                    raise SnapshotError(f"line {number}: topic {state.name} given twice")
+                if state.topic_id is not None and state.topic_id in ids:
+                    raise SnapshotError(f"line {number}: topic id {state.topic_id} given twice")
+                names.add(state.name)
+                if state.topic_id is not None:
+                    ids.add(state.topic_id)
+                topics.append(state)
             case EndLine():
                 end = line
     if head is None or end is None:

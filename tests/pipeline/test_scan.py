@@ -412,6 +412,13 @@ def test_an_empty_cluster_gives_an_empty_report(spark: SparkSession, tmp_path: P
              + snapshot_lines(STAGING)[-1:]},
             "lines of 2 clusters",
         ),
+        (
+            # A topic twice: the clusters replay builds would keep one of the two lines.
+            {"prod.jsonl": [*snapshot_lines(PROD, declared=len(PROD.topics) + 1)[:-1],
+                            snapshot_lines(PROD)[1],
+                            snapshot_lines(PROD, declared=len(PROD.topics) + 1)[-1]]},
+            "given 2 times",
+        ),
     ],
 )  # fmt: skip
 def test_bad_snapshots_are_refused(

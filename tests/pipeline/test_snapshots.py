@@ -70,8 +70,17 @@ def test_complete_snapshots_become_clusters(spark: SparkSession, tmp_path: Path)
         (_snapshot("A", [("x", 1)])[:1] + _snapshot("A", [("x", 1)])[2:], "0 topic lines"),
         ([*_snapshot("A", [("x", 1)]), "{oops"], "not a snapshot line"),
         (_snapshot("A", [])[1:], "0 cluster lines"),
+        (
+            _snapshot("A", [("x", 1), ("y", 2)])[:2] + _snapshot("A", [("x", 2), ("y", 1)])[1:],
+            "topic x given 2 times",
+        ),
+        (
+            _snapshot("A", [("x", 1)])[:2] + _snapshot("B", [("y", 1)])[1:2]
+            + _snapshot("A", [("x", 1), ("y", 1)])[-1:],
+            "lines of 2 clusters",
+        ),
     ],
-)
+)  # fmt: skip
 def test_bad_snapshots_are_refused(
     spark: SparkSession, tmp_path: Path, lines: list[str], problem: str
 ) -> None:

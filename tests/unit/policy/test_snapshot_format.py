@@ -45,6 +45,11 @@ def snapshot(*topics: tuple[str, int, bool]) -> list[str]:
     return [json.dumps(line, separators=(",", ":")) for line in lines]
 
 
+def _twice(lines: list[str], old: str, new: str) -> list[str]:
+    """The snapshot with its third line's `old` (a name or topic id) replaced by `new`."""
+    return [*lines[:2], lines[2].replace(f'"{old}"', f'"{new}"'), *lines[3:]]
+
+
 def test_a_complete_snapshot_is_the_cluster_it_describes() -> None:
     parsed = parse_snapshot(snapshot(("orders", 3, False), ("__consumer_offsets", 50, True)))
     cluster = parsed.cluster
@@ -107,8 +112,18 @@ def test_config_sources_that_are_not_an_object_are_refused() -> None:
         ([snapshot()[0].replace('"schema":1', '"schema":2'), *snapshot()[1:]], "schema 2"),
         ([*snapshot()[:1], '{"kind":"topic","cluster_id":"C1"}'], "bad topic line"),
         ([*snapshot()[:1], '{"kind":"broker"}', *snapshot()[1:]], "unknown line kind"),
+        (_twice(snapshot(("x", 1, False), ("y", 1, False)), "y", "x"), "line 3: topic x given"),
+        (
+            _twice(snapshot(("x", 1, False), ("y", 1, False)), "id-y", "id-x"),
+            "line 3: topic id id-x given twice",
+        ),
+        (
+            [*snapshot(("x", 1, False))[:1], snapshot(("x", 1, False))[1].replace("C1", "C2"),
+             *snapshot(("x", 1, False))[2:]],
+            "line 2: a line of cluster C2 in the snapshot of cluster C1",
+        ),
     ],
-)
+)  # fmt: skip
 def test_bad_snapshots_are_refused(lines: list[str], problem: str) -> None:
     with pytest.raises(SnapshotError, match=problem):
         parse_snapshot(lines)
