@@ -69,6 +69,28 @@ class Periods:
     last_partial: bool = False
 
 
+def period_end(start: datetime, step: timedelta) -> datetime:
+    """The end of the period from `start`, or the last instant there is (in the year 9999)."""
+    try:
+        return start + step
+    except OverflowError:
+        return datetime.max.replace(tzinfo=start.tzinfo)
+
+
+def _drawable(moment: datetime) -> datetime:
+    # matplotlib draws dates of the years 1 to 9999, and rounds the very last ones beyond.
+    return min(moment, _LAST_DRAWABLE.replace(tzinfo=moment.tzinfo))
+
+
+_LAST_DRAWABLE = datetime(9999, 12, 31)
+
+
+def _time_axis(ax: Any, periods: Periods) -> None:
+    # Exactly the periods: matplotlib's margins would reach before the year 1 or after 9999.
+    end = _drawable(period_end(periods.starts[-1], periods.step))
+    ax.set_xlim(periods.starts[0], end)
+
+
 def time_chart(
     title: str,
     periods: Periods,
@@ -94,6 +116,7 @@ def time_chart(
         handles.append(line)
         labels.append(f"{name} (%, right)")
     _shade_partial(ax, periods)
+    _time_axis(ax, periods)
     if len(labels) > 1:
         ax.legend(handles, labels, fontsize="small")
     fig.autofmt_xdate()
@@ -116,6 +139,7 @@ def small_multiples(
         ax.tick_params(labelsize="x-small")
         ax.set_ylim(bottom=0)
         _shade_partial(ax, periods, label=False)
+        _time_axis(ax, periods)
     for ax in list(axes.flat)[len(series) :]:
         ax.set_visible(False)
     partial = "; shaded: partial period" if periods.first_partial or periods.last_partial else ""
@@ -141,7 +165,8 @@ def _shade_partial(ax: Any, periods: Periods, *, label: bool = True) -> None:
     if periods.last_partial and (len(periods.starts) > 1 or not periods.first_partial):
         ends.append(periods.starts[-1])
     for start in ends:
-        ax.axvspan(start, start + periods.step, color="#999999", alpha=0.25, label="_partial")
+        end = _drawable(period_end(start, periods.step))
+        ax.axvspan(start, end, color="#999999", alpha=0.25, label="_partial")
     if ends and label:
         ax.text(
             0.99,

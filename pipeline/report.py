@@ -45,7 +45,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -69,6 +69,7 @@ from pipeline.html_report import (
     Table,
     bar_chart,
     percent,
+    period_end,
     small_multiples,
     time_chart,
     utc,
@@ -89,8 +90,12 @@ EVENT_KEYS = (
 TOP = 10  # rows in the summary and the bar charts
 TRENDS = 9  # rules with a trend chart of their own
 TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
-# Beyond a week, hourly points are too many to read: the chart switches to days.
+# Beyond a week, hourly points are too many to read: the chart switches to days, and beyond
+# MAX_PERIODS of those to the first longer step that fits (a clock years off, one event in
+# the year 1, must not make a chart of 740,000 days).
 HOURLY_SPAN = timedelta(days=7)
+MAX_PERIODS = 1100
+LONG_STEPS = tuple(timedelta(weeks=w) for w in (1, 4, 52, 520))
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
@@ -657,29 +662,48 @@ def periods_of(facts: dict[str, Any]) -> Periods:
     partial."""
     first: datetime = facts["first"]
     last: datetime = facts["last"]
-    step = timedelta(days=1) if last - first > HOURLY_SPAN else timedelta(hours=1)
+    step = timedelta(hours=1)
+    if last - first > HOURLY_SPAN:
+        steps = (timedelta(days=1), *LONG_STEPS)
+        step = next((s for s in steps if (last - first) / s < MAX_PERIODS), steps[-1])
     start = _bucket(first, step)
     # Every period from the first to the last, so quiet ones show as zeros, not as gaps.
     starts = [start]
-    while starts[-1] + step <= last:
-        starts.append(starts[-1] + step)
+    while (following := _following(starts[-1], step)) is not None and following <= last:
+        starts.append(following)
     # Events are stamped to the microsecond: the last second of a period counts as its end.
     return Periods(
         starts,
         step,
         first_partial=first > start,
-        last_partial=last < starts[-1] + step - timedelta(seconds=1),
+        last_partial=last < period_end(starts[-1], step) - timedelta(seconds=1),
     )
 
 
+def _following(start: datetime, step: timedelta) -> datetime | None:
+    try:
+        return start + step
+    except OverflowError:
+        return None  # no period starts after the year 9999
+
+
 def _bucket(moment: datetime, step: timedelta) -> datetime:
-    if step >= timedelta(days=1):
-        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    return moment.replace(minute=0, second=0, microsecond=0)
+    hour = moment.replace(minute=0, second=0, microsecond=0)
+    if step < timedelta(days=1):
+        return hour
+    # Whole steps of days from 0001-01-01, a Monday: weeks start on Mondays.
+    ordinal = moment.toordinal()
+    day = date.fromordinal(ordinal - (ordinal - 1) % step.days)
+    return datetime.combine(day, time(), moment.tzinfo)
 
 
 def _per(periods: Periods) -> str:
-    return "day" if periods.step >= timedelta(days=1) else "hour"
+    if periods.step < timedelta(days=1):
+        return "hour"
+    if periods.step == timedelta(days=1):
+        return "day"
+    weeks = periods.step.days // 7
+    return "week" if weeks == 1 else f"{weeks} weeks"
 
 
 def _time_chart(facts: dict[str, Any], periods: Periods) -> Chart:
