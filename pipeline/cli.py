@@ -237,6 +237,7 @@ def _job(args: argparse.Namespace, run: Any) -> int:
     try:
         from pyspark.errors import PySparkException
 
+        from pipeline.lake import IngestConflict
         from pipeline.session import spark_session
         from pipeline.snapshots import SnapshotError
         from policy.loader import PolicyError
@@ -254,7 +255,7 @@ def _job(args: argparse.Namespace, run: Any) -> int:
     except (PolicyError, SnapshotError, OSError) as exc:
         print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except PySparkException as exc:
+    except (PySparkException, IngestConflict) as exc:
         print(f"kafka-policy-proxy: {args.job} failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:

@@ -44,10 +44,15 @@ MANIFEST = "_manifest"
 _TASK_BYTES = 32 * 2**20
 
 
+class IngestConflict(RuntimeError):
+    """Another ingest committed some of the same files while this one ran."""
+
+
 def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, Any]:
     """Add the audit lines not yet in the lake as one batch; return what was done."""
     lake = lake.rstrip("/")
-    plan = plan_ingest(spark, list_files(spark, paths), committed(spark, lake))
+    before = committed(spark, lake)
+    plan = plan_ingest(spark, list_files(spark, paths), before)
     summary: dict[str, Any] = {
         "lake": lake,
         "batch": None,
@@ -63,12 +68,37 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     for take in plan.takes:
         mine = [r for r in counts if _key(r["source"]) == _key(take.file.path)]
         files.append(take.manifest(batch_lines(mine)))
+    # Two ingests at once (a schedule that overlaps a slow run) would both take these files:
+    # the second to finish discards its batch. Only the moments between this check and the
+    # commit can still race.
+    rivals = _rivals(committed(spark, lake), {b["batch"] for b in before}, files)
+    if rivals:
+        forget(spark, lake, batch)
+        raise IngestConflict(
+            f"{lake}: another ingest committed {', '.join(rivals)} from the same files while "
+            "this one ran; this batch was discarded, so nothing counts twice. Run ingest again "
+            "to take what is left, and never run two ingests into one lake at once"
+        )
     # Committed even if no line was new (a compressed copy of a log already in): the next
     # ingest knows the file by its size and mtime without reading it again.
     commit(spark, lake, batch, files)
     summary["batch"] = batch
     summary["lines"] = batch_lines(counts)
     return summary
+
+
+def _rivals(
+    batches: Sequence[dict[str, Any]], seen: set[str], files: Sequence[dict[str, Any]]
+) -> list[str]:
+    """The batches committed since `seen` that read one of these files (or logs)."""
+    identities = {(f["size"], f["mtime"]) for f in files}
+    heads = {f["head"] for f in files if f["head"]}
+    return [
+        b["batch"]
+        for b in batches
+        if b["batch"] not in seen
+        and any((f["size"], f["mtime"]) in identities or f.get("head") in heads for f in b["files"])
+    ]
 
 
 def _taken(spark: SparkSession, takes: Sequence[Take]) -> DataFrame:

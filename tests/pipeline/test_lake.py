@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+import pipeline.lake as lake_module
 from pipeline.audit_events import UNREADABLE
-from pipeline.lake import AuditSource, committed, ingest, read_lake
+from pipeline.lake import AuditSource, IngestConflict, committed, ingest, read_lake
 from pipeline.replay import run_replay
 from pipeline.report import run_report
 from policy.loader import load_policy
@@ -281,6 +282,34 @@ def test_two_copies_of_a_log_in_one_run_are_taken_once(
     second = ingest(spark, [str(tmp_path / "archive"), str(logs)], lake)
     assert second["files"] == {"ingested": 0, "known_log": 1, "already_ingested": 3, "skipped": 0}
     assert second["lines"]["total"] == 0
+    assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events)
+
+
+def test_of_two_ingests_at_once_the_second_to_finish_discards_its_batch(
+    spark: SparkSession,
+    logs: Path,
+    events: list[dict[str, Any]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lake = str(tmp_path / "lake")
+    write = lake_module.write_batch
+    rival: dict[str, Any] = {}
+
+    def write_then_race(*args: Any) -> Any:
+        counts = write(*args)
+        if "batch" not in rival:  # once: a second ingest runs, whole, before the first commits
+            rival["batch"] = None
+            rival.update(ingest(spark, [str(logs)], lake))
+        return counts
+
+    monkeypatch.setattr(lake_module, "write_batch", write_then_race)
+    with pytest.raises(IngestConflict) as conflict:
+        ingest(spark, [str(logs)], lake)
+    assert f"another ingest committed {rival['batch']} from the same files" in str(conflict.value)
+    assert [b["batch"] for b in committed(spark, lake)] == [rival["batch"]]
+    batches = {p.name for p in (tmp_path / "lake").glob("table=*/date=*/batch=*")}
+    assert batches == {f"batch={rival['batch']}"}  # the discarded batch's files are gone
     assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events)
 
 
