@@ -129,7 +129,8 @@ def fingerprint(spark: SparkSession, path: str) -> str | None:
     lines = head(spark, path).split(b"\n")
     for at, line in enumerate(lines):
         if line.strip():
-            # Unchanged by appends: the head's last, maybe cut, line is never followed by more.
+            # A first line longer than the head is hashed as far as the head reaches: that,
+            # too, stays the same as the log grows.
             return hashlib.sha256(b"\n".join(lines[: at + 1])).hexdigest()[:32]
     return None  # only blank lines so far: matched by size and mtime alone
 
