@@ -517,15 +517,18 @@ def _snapshot_cluster(
         .select("source", "cluster_id")
         .collect()
     )
+    found = ", ".join(sorted(f"{r['cluster_id']} ({r['source']})" for r in heads)) or "none"
+    several = SnapshotError(
+        f"replay needs exactly one snapshot, of one cluster (found: {found}): audit events "
+        "carry no cluster id, so events cannot be matched to one of several snapshots; "
+        "replay each cluster's audit logs with its own snapshot"
+    )
+    # Said before the snapshots' own checks, which refuse one cluster in two files as well.
+    if len(heads) > 1:
+        raise several
     clusters = read_clusters(spark, snapshots)
-    if len(heads) != 1 or len(clusters) != 1:
-        # Two snapshots of one cluster would also be merged into one, every topic twice.
-        found = ", ".join(sorted(f"{r['cluster_id']} ({r['source']})" for r in heads)) or "none"
-        raise SnapshotError(
-            f"replay needs exactly one snapshot, of one cluster (found: {found}): audit events "
-            "carry no cluster id, so events cannot be matched to one of several snapshots; "
-            "replay each cluster's audit logs with its own snapshot"
-        )
+    if len(clusters) != 1:
+        raise several
     ((cluster_id, cluster),) = clusters.items()
     return cluster_id, cluster
 
