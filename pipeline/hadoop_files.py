@@ -74,6 +74,11 @@ def read_text(spark: SparkSession, path: str) -> str:
         stream.close()
 
 
+def _codec(jvm: Any, conf: Any, path: Any) -> Any:
+    # The codec Hadoop (and so Spark's text reader) picks by the file's name; None if plain.
+    return jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(path)
+
+
 def _hadoop(spark: SparkSession) -> tuple[Any, Any]:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -84,7 +89,7 @@ def head(spark: SparkSession, path: str, limit: int = 4096) -> bytes:
     """The first `limit` bytes of a file's content (decompressed, as Spark reads it)."""
     jvm, conf = _hadoop(spark)
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    codec = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf).getCodec(hadoop_path)
+    codec = _codec(jvm, conf, hadoop_path)
     stream = hadoop_path.getFileSystem(conf).open(hadoop_path)
     if codec is not None:
         stream = codec.createInputStream(stream)  # closing it closes the file
@@ -98,8 +103,7 @@ def head(spark: SparkSession, path: str, limit: int = 4096) -> bytes:
 def compressed(spark: SparkSession, path: str) -> bool:
     """Whether Spark reads the file through a compression codec (by its name: `.gz`, ...)."""
     jvm, conf = _hadoop(spark)
-    factory = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(conf)
-    return factory.getCodec(jvm.org.apache.hadoop.fs.Path(path)) is not None
+    return _codec(jvm, conf, jvm.org.apache.hadoop.fs.Path(path)) is not None
 
 
 def last_byte(spark: SparkSession, file: FileStatus) -> bytes:

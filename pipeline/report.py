@@ -688,9 +688,8 @@ def _following(start: datetime, step: timedelta) -> datetime | None:
 
 
 def _bucket(moment: datetime, step: timedelta) -> datetime:
-    hour = moment.replace(minute=0, second=0, microsecond=0)
     if step < timedelta(days=1):
-        return hour
+        return moment.replace(minute=0, second=0, microsecond=0)
     # Whole steps of days from 0001-01-01, a Monday: weeks start on Mondays.
     ordinal = moment.toordinal()
     day = date.fromordinal(ordinal - (ordinal - 1) % step.days)

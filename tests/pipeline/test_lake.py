@@ -196,13 +196,24 @@ def append(path: Path, data: bytes) -> None:
         log.write(data)
 
 
+def live_log(tmp_path: Path, events: list[dict[str, Any]]) -> tuple[Path, str, Path]:
+    """A log directory whose live log has `events`, and a lake path: (logs, lake, live log)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_events(logs / "audit.jsonl", events)
+    return logs, str(tmp_path / "lake"), logs / "audit.jsonl"
+
+
+def compress(plain: Path, packed: Path) -> None:
+    """Gzip `plain` to `packed`, as logrotate's compress does."""
+    with plain.open("rb") as source, gzip.open(packed, "wb") as target:
+        shutil.copyfileobj(source, target)
+
+
 def test_a_live_log_is_taken_once_as_it_grows_is_rotated_and_compressed(
     spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    logs, lake = tmp_path / "logs", str(tmp_path / "lake")
-    logs.mkdir()
-    live = logs / "audit.jsonl"
-    write_events(live, events[:100])
+    logs, lake, live = live_log(tmp_path, events[:100])
     first = ingest(spark, [str(logs)], lake)
     assert first["lines"]["events"] == 100
     # Written to since: only the new lines are taken, with their line numbers in the file.
@@ -218,11 +229,7 @@ def test_a_live_log_is_taken_once_as_it_grows_is_rotated_and_compressed(
     write_events(live, events[150:160])
     rotated = ingest(spark, [str(logs)], lake)
     assert rotated["files"] == {"ingested": 1, "known_log": 0, "already_ingested": 1, "skipped": 0}
-    with (
-        (logs / "audit.jsonl.1").open("rb") as plain,
-        gzip.open(logs / "audit.jsonl.1.gz", "wb") as gz,
-    ):
-        shutil.copyfileobj(plain, gz)
+    compress(logs / "audit.jsonl.1", logs / "audit.jsonl.1.gz")
     (logs / "audit.jsonl.1").unlink()
     packed = ingest(spark, [str(logs)], lake)
     assert packed["files"] == {"ingested": 0, "known_log": 1, "already_ingested": 1, "skipped": 0}
@@ -239,10 +246,7 @@ def test_a_live_log_is_taken_once_as_it_grows_is_rotated_and_compressed(
 def test_a_line_being_written_is_left_for_a_later_ingest(
     spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    logs, lake = tmp_path / "logs", str(tmp_path / "lake")
-    logs.mkdir()
-    live = logs / "audit.jsonl"
-    write_events(live, events[:10])
+    logs, lake, live = live_log(tmp_path, events[:10])
     line = json.dumps(events[10]).encode()
     append(live, line[:40])
     first = ingest(spark, [str(logs)], lake)
@@ -259,8 +263,7 @@ def test_a_line_being_written_is_left_for_a_later_ingest(
     stuck = ingest(spark, [str(logs)], lake)
     assert stuck["batch"] is None
     assert "its last line (13) has no newline and was not ingested" in stuck["warnings"][0]
-    with live.open("rb") as plain, gzip.open(logs / "audit.jsonl.1.gz", "wb") as gz:
-        shutil.copyfileobj(plain, gz)
+    compress(live, logs / "audit.jsonl.1.gz")
     live.unlink()
     packed = ingest(spark, [str(logs)], lake)
     assert (packed["lines"]["events"], packed["lines"]["malformed"]) == (0, 1)
@@ -273,8 +276,7 @@ def test_two_copies_of_a_log_in_one_run_are_taken_once(
     lake = str(tmp_path / "lake")
     copy = tmp_path / "archive" / "audit.jsonl.2.gz"
     copy.parent.mkdir()
-    with (logs / "audit.jsonl.2").open("rb") as plain, gzip.open(copy, "wb") as gz:
-        shutil.copyfileobj(plain, gz)
+    compress(logs / "audit.jsonl.2", copy)
     first = ingest(spark, [str(tmp_path / "archive"), str(logs)], lake)
     assert first["files"] == {"ingested": 3, "known_log": 0, "already_ingested": 0, "skipped": 1}
     (warning,) = first["warnings"]
