@@ -217,14 +217,16 @@ def write_bulk(
     """`count` events in `files` files, like rotated logs: `distinct` real events, re-stamped.
 
     Judging every event would take minutes for millions; re-stamping a pool keeps the mix of
-    requests and decisions real while the times (one event a second) advance.
+    requests and decisions real while the times (one event a second) advance and every
+    decision gets an id of its own, as the proxy's do (the lake keeps each id once).
     """
     cluster = example_cluster()
-    pool = [
-        json.dumps(event, separators=(",", ":"))
-        for event in generate_events(policy, cluster, min(count, distinct), seed=seed)
-    ]
     prefix = len('{"time":"2026-10-01T00:00:00.000000Z"')
+    pool = []
+    for event in generate_events(policy, cluster, min(count, distinct), seed=seed):
+        text = json.dumps(event, separators=(",", ":"))[prefix:]
+        head, _, rest = text.partition(f'"decision_id":"{event["decision_id"]}"')
+        pool.append((head + '"decision_id":"', '"' + rest))
     directory.mkdir(parents=True, exist_ok=True)
     per_file = -(-count // files)
     written = 0
@@ -233,7 +235,8 @@ def write_bulk(
             batch = []
             for i in range(written, min(count, written + per_file)):
                 stamp = _stamp(START + timedelta(seconds=i))
-                batch.append(f'{{"time":"{stamp}"{pool[i % len(pool)][prefix:]}\n')
+                head, tail = pool[i % len(pool)]
+                batch.append(f'{{"time":"{stamp}"{head}{seed:04x}{i:028x}{tail}\n')
                 if len(batch) == 10_000:
                     out.write("".join(batch))
                     batch.clear()
