@@ -9,7 +9,8 @@ and written as one lake batch, named after the checkpoint and the micro-batch id
 committed with its manifest (`pipeline.lake`). Exactly once: Spark runs a micro-batch that
 was not checkpointed again with the same offsets and id; its earlier attempt is removed
 (`forget`, manifest first) before it is written again, and readers never see a batch before
-its manifest.
+its manifest. A record whose decision the lake already has (the topic holds it twice, or a
+file ingest took it first) is dropped (`pipeline.lake.drop_repeated`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.audit_events import classified
-from pipeline.lake import batch_lines, commit, forget, write_batch
+from pipeline.lake import (
+    batch_lines,
+    commit,
+    committed,
+    drop_repeated,
+    forget,
+    repeated_name,
+    write_batch,
+)
 
 CHECKPOINTS = "_checkpoints"
 
@@ -58,12 +67,15 @@ def stream_ingest(
     )
     counted: list[Row] = []
     batches: list[str] = []
+    repeated: list[int] = []
 
     def write(batch: DataFrame, batch_id: int) -> None:
         name = f"{prefix}-{batch_id:012d}"
         about = {"topic": topic, "checkpoint": checkpoint, "batch_id": batch_id}
-        counted.extend(write_records(spark, lake, name, batch, about))
-        batches.append(name)
+        written, counts, dropped = write_records(spark, lake, name, batch, about)
+        counted.extend(counts)
+        batches.append(written)
+        repeated.append(sum(dropped.values()))
 
     writer = records.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
     trigger = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=interval)
@@ -74,15 +86,20 @@ def stream_ingest(
         "checkpoint": checkpoint,
         "batches": batches,
         "lines": batch_lines(counted),
+        "repeated_events": sum(repeated),
     }
 
 
 def write_records(
     spark: SparkSession, lake: str, name: str, records: DataFrame, about: Mapping[str, Any]
-) -> list[Row]:
+) -> tuple[str, list[Row], dict[str, int]]:
     """Write audit topic records (source, line, value) as the lake's batch `name` and commit
-    it, replacing an earlier attempt; return its counts (`write_batch`)."""
-    forget(spark, lake, name)
+    it, replacing an earlier attempt; return what `drop_repeated` returns."""
+    for attempt in (name, repeated_name(name)):
+        forget(spark, lake, attempt)
     counts = write_batch(spark, lake, name, classified(records, envelope=True).lines)
-    commit(spark, lake, name, [], kafka=dict(about), lines=batch_lines(counts))
-    return counts
+    before = committed(spark, lake)
+    name, counts, repeated = drop_repeated(spark, lake, name, counts, before)
+    about = {**about, "repeated": sum(repeated.values())}
+    commit(spark, lake, name, [], kafka=about, lines=batch_lines(counts))
+    return name, counts, repeated

@@ -40,7 +40,8 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         "A file already ingested (same size and mtime, wherever it is now) is skipped; a "
         "log already in the lake, grown, renamed or compressed since (it starts with the same "
         "line), gives only its lines beyond those; a last line with no newline yet is left "
-        "for a later ingest. With "
+        "for a later ingest; an event whose decision_id is already in the lake is not added "
+        "again (counted as repeated_events). With "
         "--topic, reads the audit topic with Spark Structured Streaming instead, exactly once "
         "through a checkpoint: until it is drained (--once) or continuously.",
     )

@@ -5,13 +5,15 @@ Layout under the lake's root (docs/pipeline.md#the-audit-lake):
 - `table=events/date=YYYY-MM-DD/batch=B/`: good events, the UTC date of their `time`;
 - `table=quarantine/date=__HIVE_DEFAULT_PARTITION__/batch=B/`: the lines that are not;
 - `_manifest/B.json`: one per committed batch, naming each file it read (path, size,
-  mtime, first-line hash, the lines it took) with its line counts.
+  mtime, first-line hash, the lines it took) with its line counts and the events it did not
+  add again (`repeated`).
 
 Both tables have the columns of `pipeline.audit_events` (LINE_COLUMNS, then the event's).
 A batch counts once its manifest is written: readers keep only committed batches, so a run
 that died half-way leaves files nobody reads, and the next run ingests its files again.
 Which lines of which files a batch takes (each line of a log once, however the log was
-grown, renamed or compressed since): `pipeline.ingest_files`.
+grown, renamed or compressed since): `pipeline.ingest_files`. Each decision is added once:
+an event whose `decision_id` the lake already has is dropped (`drop_repeated`).
 """
 
 from __future__ import annotations
@@ -58,16 +60,19 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
         "batch": None,
         "files": plan.counts(),
         "lines": line_summary(0, ()),
+        "repeated_events": 0,
         "warnings": plan.warnings,
     }
     if not plan.takes:
         return summary
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     counts = write_batch(spark, lake, batch, _taken(spark, plan.takes))
+    batch, counts, repeated = drop_repeated(spark, lake, batch, counts, before)
     files = []
     for take in plan.takes:
         mine = [r for r in counts if _key(r["source"]) == _key(take.file.path)]
-        files.append(take.manifest(batch_lines(mine)))
+        again = sum(n for source, n in repeated.items() if _key(source) == _key(take.file.path))
+        files.append(take.manifest(batch_lines(mine)) | {"repeated": again})
     # Two ingests at once (a schedule that overlaps a slow run) would both take these files:
     # the second to finish discards its batch. Only the moments between this check and the
     # commit can still race.
@@ -84,6 +89,9 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     commit(spark, lake, batch, files)
     summary["batch"] = batch
     summary["lines"] = batch_lines(counts)
+    summary["repeated_events"] = sum(repeated.values())
+    if repeated:
+        summary["warnings"].append(_repeated_warning(repeated))
     return summary
 
 
@@ -130,6 +138,94 @@ def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) ->
     written = _tables(spark, lake).where(F.col("batch") == batch)
     return (
         written.groupBy("source", "kind", "problem").agg(F.count(F.lit(1)).alias("lines")).collect()
+    )
+
+
+def drop_repeated(
+    spark: SparkSession,
+    lake: str,
+    batch: str,
+    counts: list[Row],
+    before: Sequence[dict[str, Any]],
+) -> tuple[str, list[Row], dict[str, int]]:
+    """Keep each decision once: a written batch's events whose `decision_id` a committed batch
+    has, or an earlier line of this batch (by source, then line), are dropped. Returns the
+    batch as it now is (rewritten under another name if anything was dropped), its counts,
+    and the events dropped per source."""
+    # The same decision reaches a lake twice when one log is ingested from two places the
+    # first-line match cannot tie together (the proxy's file log and its audit topic, a log
+    # re-assembled by hand), or when the topic holds a record twice. v1 records have no id.
+    try:
+        written = list_files(spark, [f"{lake}/table={EVENTS}/date=*/batch={batch}"])
+    except FileNotFoundError:
+        return batch, counts, {}  # no event in this batch
+    # An event's date is its partition's: only those dates of the lake can hold its id.
+    dates = sorted({_partition(f.path, "date") for f in written})
+    events = spark.read.option("basePath", lake).parquet(f"{lake}/table={EVENTS}")
+    mine = events.where((F.col("batch") == batch) & F.col("decision_id").isNotNull())
+    names = [b["batch"] for b in before]
+    earlier = events.where(F.col("batch").isin(*names) & F.col("date").isin(*dates))
+    # First by a 64-bit hash of the id, grouped as a number (a fraction of the cost of
+    # grouping the strings), in tasks of several files (one each costs more than its work);
+    # then exactly, among the ids whose hashes clash, if any.
+    hashed = F.xxhash64("decision_id")
+    hashes = mine.select(hashed.alias("hash")).unionByName(earlier.select(hashed.alias("hash")))
+    hashes = hashes.coalesce(max(spark.sparkContext.defaultParallelism, len(written) // 8))
+    clashing = hashes.groupBy("hash").count().where(F.col("count") > 1).select("hash")
+    if clashing.isEmpty():
+        return batch, counts, {}
+    mine = mine.withColumn("hash", hashed).join(clashing, "hash")
+    earlier = earlier.withColumn("hash", hashed).join(clashing, "hash")
+    # The lake's copy sorts first (an empty source): it stays, and this batch's goes.
+    order = F.struct("source", "line").alias("order")
+    first = F.struct(F.lit("").alias("source"), F.lit(0).cast("long").alias("line"))
+    ids = mine.select("decision_id", order).unionByName(
+        earlier.select("decision_id", first.alias("order"))
+    )
+    kept = (
+        ids.groupBy("decision_id")
+        .agg(F.count(F.lit(1)).alias("copies"), F.min("order").alias("kept"))
+        .where(F.col("copies") > 1)
+    )
+    repeated = (
+        mine.join(kept, "decision_id").where(order != F.col("kept")).select("source", "line")
+    ).persist()
+    try:
+        by_source = repeated.groupBy("source").agg(F.count(F.lit(1)).alias("lines"))
+        dropped = {r["source"]: r["lines"] for r in by_source.collect()}
+        if not dropped:
+            return batch, counts, {}
+        lines = (
+            _tables(spark, lake)
+            .where(F.col("batch") == batch)
+            .join(repeated, ["source", "line"], "left_anti")
+            .select(*LINE_COLUMNS, *event_schema().fieldNames())
+        )
+        again = repeated_name(batch)
+        counts = write_batch(spark, lake, again, lines)
+    finally:
+        repeated.unpersist()
+    forget(spark, lake, batch)
+    return again, counts, dropped
+
+
+def _partition(path: str, column: str) -> str:
+    """The value of a Hive partition `column` in a file's path."""
+    return next(
+        unquote(part.split("=", 1)[1]) for part in path.split("/") if part.startswith(f"{column}=")
+    )
+
+
+def repeated_name(batch: str) -> str:
+    """The name a batch is rewritten under when `drop_repeated` drops some of its events."""
+    return f"{batch}-once"
+
+
+def _repeated_warning(repeated: dict[str, int]) -> str:
+    where = ", ".join(f"{n:,} from {source}" for source, n in sorted(repeated.items()))
+    return (
+        f"{sum(repeated.values()):,} event(s) were already in the lake (the same decision_id) "
+        f"and were not added again: {where}"
     )
 
 

@@ -2,8 +2,8 @@
 
 The records are what the proxy's Kafka sink produces (`proxy.audit_kafka.envelope`), and bad
 ones of every kind; the job runs as an operator runs it, `--once`, twice: the second run reads
-only what was produced since, through the checkpoint. (A micro-batch run again after a crash is
-written once: tests/pipeline/test_audit_stream.py.)
+only what was produced since, through the checkpoint, and adds no decision twice. (A
+micro-batch run again after a crash is written once: tests/pipeline/test_audit_stream.py.)
 """
 
 from __future__ import annotations
@@ -90,10 +90,13 @@ def test_the_audit_topic_is_ingested_exactly_once(
     assert lines["malformed_by_problem"]["not valid UTF-8"] == 1
     assert lines["malformed_by_problem"]["record with no value"] == 1
     assert all(source.startswith(f"kafka:{topic}/") for source in lines["bad_by_file"])
-    # Produced since: only these are read, through the checkpoint.
-    _produce(kafka.bootstrap_servers, topic, [wrap(e) for e in events[200:]])
+    assert first["repeated_events"] == 0
+    # Produced since: only these are read, through the checkpoint. 150-199 are sent again (a
+    # producer's retry without idempotence): the lake keeps each decision once.
+    _produce(kafka.bootstrap_servers, topic, [wrap(e) for e in events[150:]])
     second = _ingest(kafka.bootstrap_servers, topic, lake)
     assert second["lines"]["total"] == second["lines"]["events"] == 100
+    assert second["repeated_events"] == 50
     audit = read_lake(spark, str(lake))
     rows = audit.events.select("decision_id").collect()
     assert sorted(r["decision_id"] for r in rows) == sorted(e["decision_id"] for e in events)

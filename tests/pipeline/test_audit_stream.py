@@ -80,7 +80,7 @@ def test_a_micro_batch_run_again_is_written_once(spark: SparkSession, tmp_path: 
     about = {"topic": "audit", "checkpoint": "cp", "batch_id": 0}
     # Spark runs a micro-batch again when it died before its checkpoint: same records, same id.
     for _ in range(2):
-        counts = write_records(spark, lake, "kafka-audit-0", records, about)
+        _, counts, _ = write_records(spark, lake, "kafka-audit-0", records, about)
     assert sum(r["lines"] for r in counts if r["kind"] is None) == len(EVENTS)
     audit = read_lake(spark, lake)
     ids = [r["decision_id"] for r in audit.events.select("decision_id").collect()]
@@ -89,5 +89,5 @@ def test_a_micro_batch_run_again_is_written_once(spark: SparkSession, tmp_path: 
         (len(EVENTS), "not valid JSON")
     ]
     [manifest] = committed(spark, lake)
-    assert manifest["kafka"] == about
+    assert manifest["kafka"] == {**about, "repeated": 0}
     assert manifest["lines"]["events"] == len(EVENTS)

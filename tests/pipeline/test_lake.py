@@ -287,6 +287,36 @@ def test_two_copies_of_a_log_in_one_run_are_taken_once(
     assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events)
 
 
+def test_a_decision_already_in_the_lake_is_not_added_again(
+    spark: SparkSession, events: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    logs, lake, _ = live_log(tmp_path, events[:100])
+    ingest(spark, [str(logs)], lake)
+    # The same decisions from elsewhere, which the first-line match cannot tie to the log
+    # (what the audit topic held, re-assembled by hand): 60-99 again, 100-119 new, 105 twice.
+    other = tmp_path / "from-the-topic"
+    other.mkdir()
+    write_events(other / "audit.jsonl", [*events[60:110], events[105], *events[110:120]])
+    more = ingest(spark, [str(other)], lake)
+    assert more["files"]["ingested"] == 1
+    assert more["lines"]["events"] == 20
+    assert more["repeated_events"] == 41
+    assert "41 event(s) were already in the lake (the same decision_id)" in more["warnings"][0]
+    assert more["batch"].endswith("-once")
+    [manifest] = [b for b in committed(spark, lake) if b["batch"] == more["batch"]]
+    assert manifest["files"][0]["repeated"] == 41
+    # The copy of 105 that stays is the first line of it; the batch first written is gone.
+    lines = read_lake(spark, lake).lines
+    kept = lines.where(lines.decision_id == events[105]["decision_id"]).collect()
+    assert [(r["source"].rsplit("/", 2)[-2], r["line"]) for r in kept] == [("from-the-topic", 46)]
+    batches = {p.name for p in (tmp_path / "lake").glob("table=*/date=*/batch=*")}
+    assert {b.removeprefix("batch=") for b in batches} == {
+        b["batch"] for b in committed(spark, lake)
+    }
+    assert ids_in(spark, lake) == Counter(e["decision_id"] for e in events[:120])
+    assert run_report(spark, AuditSource(lake=lake), str(tmp_path / "report"))["events"] == 120
+
+
 def test_of_two_ingests_at_once_the_second_to_finish_discards_its_batch(
     spark: SparkSession,
     logs: Path,
