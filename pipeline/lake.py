@@ -163,7 +163,7 @@ def drop_repeated(
     dates = sorted({_partition(f.path, "date") for f in written})
     events = spark.read.option("basePath", lake).parquet(f"{lake}/table={EVENTS}")
     mine = events.where((F.col("batch") == batch) & F.col("decision_id").isNotNull())
-    names = [b["batch"] for b in before]
+    names = [b["batch"] for b in before if b["batch"] != batch]  # an earlier attempt's
     earlier = events.where(F.col("batch").isin(*names) & F.col("date").isin(*dates))
     # First by a 64-bit hash of the id, grouped as a number (a fraction of the cost of
     # grouping the strings), in tasks of several files (one each costs more than its work);

@@ -80,7 +80,8 @@ def test_a_micro_batch_run_again_is_written_once(spark: SparkSession, tmp_path: 
     about = {"topic": "audit", "checkpoint": "cp", "batch_id": 0}
     # Spark runs a micro-batch again when it died before its checkpoint: same records, same id.
     for _ in range(2):
-        _, counts, _ = write_records(spark, lake, "kafka-audit-0", records, about)
+        before = committed(spark, lake)  # the first attempt, once it is committed
+        _, counts, _ = write_records(spark, lake, "kafka-audit-0", records, about, before=before)
     assert sum(r["lines"] for r in counts if r["kind"] is None) == len(EVENTS)
     audit = read_lake(spark, lake)
     ids = [r["decision_id"] for r in audit.events.select("decision_id").collect()]
