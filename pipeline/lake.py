@@ -155,41 +155,10 @@ def drop_repeated(
     # The same decision reaches a lake twice when one log is ingested from two places the
     # first-line match cannot tie together (the proxy's file log and its audit topic, a log
     # re-assembled by hand), or when the topic holds a record twice. v1 records have no id.
-    try:
-        written = list_files(spark, [f"{lake}/table={EVENTS}/date=*/batch={batch}"])
-    except FileNotFoundError:
-        return batch, counts, {}  # no event in this batch
-    # An event's date is its partition's: only those dates of the lake can hold its id.
-    dates = sorted({_partition(f.path, "date") for f in written})
-    events = spark.read.option("basePath", lake).parquet(f"{lake}/table={EVENTS}")
-    mine = events.where((F.col("batch") == batch) & F.col("decision_id").isNotNull())
-    names = [b["batch"] for b in before if b["batch"] != batch]  # an earlier attempt's
-    earlier = events.where(F.col("batch").isin(*names) & F.col("date").isin(*dates))
-    # First by a 64-bit hash of the id, grouped as a number (a fraction of the cost of
-    # grouping the strings), in tasks of several files (one each costs more than its work);
-    # then exactly, among the ids whose hashes clash, if any.
-    hashed = F.xxhash64("decision_id")
-    hashes = mine.select(hashed.alias("hash")).unionByName(earlier.select(hashed.alias("hash")))
-    hashes = hashes.coalesce(max(spark.sparkContext.defaultParallelism, len(written) // 8))
-    clashing = hashes.groupBy("hash").count().where(F.col("count") > 1).select("hash")
-    if clashing.isEmpty():
+    repeated = _repeats(spark, lake, batch, [b["batch"] for b in before])
+    if repeated is None:
         return batch, counts, {}
-    mine = mine.withColumn("hash", hashed).join(clashing, "hash")
-    earlier = earlier.withColumn("hash", hashed).join(clashing, "hash")
-    # The lake's copy sorts first (an empty source): it stays, and this batch's goes.
-    order = F.struct("source", "line").alias("order")
-    first = F.struct(F.lit("").alias("source"), F.lit(0).cast("long").alias("line"))
-    ids = mine.select("decision_id", order).unionByName(
-        earlier.select("decision_id", first.alias("order"))
-    )
-    kept = (
-        ids.groupBy("decision_id")
-        .agg(F.count(F.lit(1)).alias("copies"), F.min("order").alias("kept"))
-        .where(F.col("copies") > 1)
-    )
-    repeated = (
-        mine.join(kept, "decision_id").where(order != F.col("kept")).select("source", "line")
-    ).persist()
+    repeated = repeated.persist()
     try:
         by_source = repeated.groupBy("source").agg(F.count(F.lit(1)).alias("lines"))
         dropped = {r["source"]: r["lines"] for r in by_source.collect()}
@@ -207,6 +176,44 @@ def drop_repeated(
         repeated.unpersist()
     forget(spark, lake, batch)
     return again, counts, dropped
+
+
+def _repeats(spark: SparkSession, lake: str, batch: str, names: list[str]) -> DataFrame | None:
+    """(source, line) of the batch's events whose id the batches `names` or an earlier line
+    of the batch has; None when no two ids can be equal."""
+    try:
+        written = list_files(spark, [f"{lake}/table={EVENTS}/date=*/batch={batch}"])
+    except FileNotFoundError:
+        return None  # no event in this batch
+    # An event's date is its partition's: only those dates of the lake can hold its id.
+    dates = sorted({_partition(f.path, "date") for f in written})
+    events = spark.read.option("basePath", lake).parquet(f"{lake}/table={EVENTS}")
+    mine = events.where((F.col("batch") == batch) & F.col("decision_id").isNotNull())
+    names = [name for name in names if name != batch]  # an earlier attempt's
+    earlier = events.where(F.col("batch").isin(*names) & F.col("date").isin(*dates))
+    # First by a 64-bit hash of the id, grouped as a number (a fraction of the cost of
+    # grouping the strings), in tasks of several files (one each costs more than its work);
+    # then exactly, among the ids whose hashes clash, if any.
+    hashed = F.xxhash64("decision_id")
+    hashes = mine.select(hashed.alias("hash")).unionByName(earlier.select(hashed.alias("hash")))
+    hashes = hashes.coalesce(max(spark.sparkContext.defaultParallelism, len(written) // 8))
+    clashing = hashes.groupBy("hash").count().where(F.col("count") > 1).select("hash")
+    if clashing.isEmpty():
+        return None
+    mine = mine.withColumn("hash", hashed).join(clashing, "hash")
+    earlier = earlier.withColumn("hash", hashed).join(clashing, "hash")
+    # The lake's copy sorts first (an empty source): it stays, and this batch's goes.
+    order = F.struct("source", "line").alias("order")
+    first = F.struct(F.lit("").alias("source"), F.lit(0).cast("long").alias("line"))
+    ids = mine.select("decision_id", order).unionByName(
+        earlier.select("decision_id", first.alias("order"))
+    )
+    kept = (
+        ids.groupBy("decision_id")
+        .agg(F.count(F.lit(1)).alias("copies"), F.min("order").alias("kept"))
+        .where(F.col("copies") > 1)
+    )
+    return mine.join(kept, "decision_id").where(order != F.col("kept")).select("source", "line")
 
 
 def _partition(path: str, column: str) -> str:
