@@ -34,7 +34,7 @@ from policy.model import (  # noqa: E402
     Principal,
     TopicRequest,
 )
-from policy.scenario import parse_suite  # noqa: E402
+from policy.offline.scenario import parse_suite  # noqa: E402
 
 T = TypeVar("T")
 PRINCIPALS = ["User:alice", "User:bob", "User:platform-admin", "User:streams-payments"]

@@ -13,7 +13,7 @@ topic that inherits it: no event records every topic, so it is `unknown` without
 and judged against the snapshot's topics (their overrides from its config sources) with one.
 
 Each request is judged by the one judge (`policy.judge`) with the facts its event recorded
-(`policy.recorded_facts.RecordedFacts`): facts the candidate needs that the event lacks
+(`policy.offline.recorded_facts.RecordedFacts`): facts the candidate needs that the event lacks
 (cluster-wide facts are never recorded) make the new decision `unknown`, with the facts named
 in `reason`, unless a snapshot supplies them; the event's own topic state wins over the
 snapshot's, and a non-create whose topic the snapshot lacks is denied by `cluster-state`, as
@@ -97,7 +97,7 @@ from policy.model import (
     TopicRequest,
     TopicState,
 )
-from policy.recorded_facts import RecordedFacts, missing_facts
+from policy.offline.recorded_facts import RecordedFacts, missing_facts
 
 UNKNOWN = "unknown"
 ERROR = "error"

@@ -79,9 +79,9 @@ from policy.model import (
     Violation,
     freeze_assignment,
 )
+from policy.offline.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
 from policy.overlays import OtherTopics
 from policy.overrides import describe
-from policy.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
 
 DEFAULT_PRINCIPAL = Principal().name
 COMPLIANT, VIOLATING, AUDIT_ONLY = "compliant", "violating", "audit-only"

@@ -11,7 +11,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from policy.cluster import InMemoryCluster
 from policy.model import TopicState
-from policy.snapshot_format import (
+from policy.offline.snapshot_format import (
     ClusterLine,
     SnapshotError,
     TopicLine,

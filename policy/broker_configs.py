@@ -15,12 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from policy.checks import value_verdict
 from policy.cluster import ClusterState
 from policy.config_synonyms import BROKER_TO_TOPIC
 from policy.configs import config_type, split_list
+from policy.engine import CompiledPolicy
 from policy.model import (
     JSON,
     Action,
@@ -37,9 +38,6 @@ from policy.model import (
     Violation,
 )
 from policy.rules import BrokerConfigRule, PolicyDocument
-
-if TYPE_CHECKING:  # the engine records decisions, whose schema knows these requests
-    from policy.engine import CompiledPolicy
 
 BROKER_CONFIGS_RULE = "broker-configs"
 INHERITED_RULE = "inherited-defaults"

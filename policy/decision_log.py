@@ -9,7 +9,6 @@ pipeline derives its Spark schema from `json_schema()`; nothing else types these
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -91,12 +90,6 @@ def outcome(decision: Decision | AdminDecision | BrokerConfigDecision) -> Outcom
 def new_decision_id() -> str:
     """A fresh, unique decision id."""
     return uuid.uuid4().hex
-
-
-def policy_revision(text: str | bytes) -> str:
-    """The content hash that names a policy revision: `sha256:` and 16 hex digits."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 
 from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, Verbatim, compile_rule
 from policy.cluster import ClusterState, is_internal
-from policy.decision_log import policy_revision
 from policy.java_policy import JavaPolicy, JavaPolicyError, jar_digest, java_checks
 from policy.model import (
     Action,
@@ -32,6 +31,7 @@ from policy.plugins import (
     dispatch,
     load_plugin,
 )
+from policy.revision import policy_revision
 from policy.rules import PolicyDocument, Selector
 from policy.streams import compile_streams
 

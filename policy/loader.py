@@ -12,10 +12,10 @@ import yaml
 from pydantic import ValidationError
 
 from policy.configs import ConfigType, config_type, parse_bound, parse_value, split_list
-from policy.decision_log import policy_revision
 from policy.engine import CompiledPolicy
 from policy.model import Mode
 from policy.plugins import PluginLoadError
+from policy.revision import policy_revision
 from policy.rules import ConfigConstraint, PolicyDocument, Rule
 
 Path = tuple[str | int, ...]

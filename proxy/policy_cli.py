@@ -16,7 +16,7 @@ from policy.engine import CompiledPolicy
 from policy.judge import Verdict
 from policy.loader import PolicyError, load_policy, policy_json_schema
 from policy.model import Decision, Mode
-from policy.scenario import (
+from policy.offline.scenario import (
     ClusterSpec,
     evaluate_resources,
     evaluate_spec,
@@ -25,8 +25,8 @@ from policy.scenario import (
     parse_suite,
     resource_key,
 )
-from policy.snapshot_format import SnapshotError, parse_snapshot
-from policy.suite import run_suite
+from policy.offline.snapshot_format import SnapshotError, parse_snapshot
+from policy.offline.suite import run_suite
 
 OK, DENIED, INVALID = 0, 1, 2
 

@@ -23,8 +23,8 @@ from policy.decision_log import Stamp, decision_record, outcome
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, Verdict, judge
 from policy.model import Decision, Principal, TopicState
-from policy.scenario import AutoCreateSpec, RequestSpec, build_requests, evaluate_spec
-from policy.snapshot_format import TopicLine
+from policy.offline.scenario import AutoCreateSpec, RequestSpec, build_requests, evaluate_spec
+from policy.offline.snapshot_format import TopicLine
 
 Key = int | str
 Result = tuple[str | None, str | None, tuple[str, ...]]

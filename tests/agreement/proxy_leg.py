@@ -20,7 +20,7 @@ from codec.header import peek_request_header, request_header
 from codec.registry import decode_exact, encode, request_class, response_class
 from policy.cluster import InMemoryCluster
 from policy.model import ConfigOp
-from policy.scenario import (
+from policy.offline.scenario import (
     AlterConfigsSpec,
     AutoCreateSpec,
     CreatePartitionsSpec,

@@ -28,7 +28,7 @@ from policy.decision_log import Stamp, admin_record, broker_config_record, decis
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, judge, judge_admin, judge_broker_configs
 from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest, TopicState
-from policy.snapshot_format import SET_ON_TOPIC
+from policy.offline.snapshot_format import SET_ON_TOPIC
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 PRINCIPALS = (

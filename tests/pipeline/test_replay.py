@@ -27,8 +27,8 @@ from policy.decision_log import Stamp, refusal_record
 from policy.judge import CLUSTER_STATE_RULE
 from policy.loader import PolicyError, load_policy
 from policy.model import Fact, TopicRequest
-from policy.recorded_facts import defaults_folded, missing_facts
-from policy.snapshot_format import parse_snapshot
+from policy.offline.recorded_facts import defaults_folded, missing_facts
+from policy.offline.snapshot_format import parse_snapshot
 from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 from tests.pipeline.audit_data import (
     ConfigCall,

@@ -23,7 +23,7 @@ import yaml
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from policy.decision_log import policy_revision
+from policy.revision import policy_revision
 from tests.integration.support import ProxyProcess
 
 pytestmark = pytest.mark.integration

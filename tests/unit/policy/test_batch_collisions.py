@@ -10,7 +10,7 @@ from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, judge
 from policy.model import TopicRequest
-from policy.scenario import evaluate_spec, parse_request
+from policy.offline.scenario import evaluate_spec, parse_request
 
 from .helpers import ALICE, cluster, compile_rules, topic
 

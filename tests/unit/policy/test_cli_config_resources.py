@@ -12,7 +12,7 @@ from codec.topic_view import ConfigResourceItem
 from policy.judge import ClusterFacts, judge_broker_configs
 from policy.loader import PolicyError, load_policy
 from policy.model import Principal
-from policy.scenario import (
+from policy.offline.scenario import (
     ClusterSpec,
     build_resource_requests,
     evaluate_resources,

@@ -21,12 +21,12 @@ from policy.decision_log import (
     decision_record,
     json_schema,
     new_decision_id,
-    policy_revision,
     refusal_record,
 )
 from policy.judge import ClusterFacts, judge, judge_admin
 from policy.loader import load_policy
 from policy.model import Decision, Principal, TopicRequest
+from policy.revision import policy_revision
 from proxy.policy_cli import audit_event_schema_text
 from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, compile_rules, topic
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from policy import builders
 from policy.loader import load_policy
 from policy.model import Decision, Fact, Principal
-from policy.scenario import parse_suite
+from policy.offline.scenario import parse_suite
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = load_policy((ROOT / "examples/policy.yaml").read_text(), "examples/policy.yaml")

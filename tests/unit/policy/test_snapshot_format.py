@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from policy.cluster import InMemoryCluster
-from policy.snapshot_format import SnapshotError, TopicLine, parse_line, parse_snapshot
+from policy.offline.snapshot_format import SnapshotError, TopicLine, parse_line, parse_snapshot
 
 
 def snapshot(*topics: tuple[str, int, bool]) -> list[str]:

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from policy.broker_configs import BrokerConfigDecision
 from policy.engine import CompiledPolicy
 from policy.model import Decision
-from policy.scenario import Expectation, Suite, evaluate_resources, evaluate_spec, resource_key
+from policy.offline.scenario import (
+    Expectation,
+    Suite,
+    evaluate_resources,
+    evaluate_spec,
+    resource_key,
+)
 
 
 @dataclass(frozen=True, slots=True)
