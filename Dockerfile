@@ -8,10 +8,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Only what the package needs, so edits to tests or scripts do not invalidate this layer.
 WORKDIR /src
-COPY pyproject.toml README.md kafka_policy_proxy.py ./
+COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY codec ./codec
 COPY policy ./policy
+COPY kafka_policy_proxy ./kafka_policy_proxy
 # The command line registers the pipeline's subcommands; Spark itself is not installed, nor
 # a JVM for java_policy rules (docs/operations.md says how to add one).
 COPY pipeline ./pipeline

@@ -2,8 +2,8 @@
 
 Nothing here is trusted: the proxy passes SASL through, the broker verifies the credentials,
 and only a success reported by the broker turns a claimed name into a principal (see
-`proxy.principal.SaslPrincipalTracker`). Error messages never quote the auth bytes, which may
-hold a password or a bearer token.
+`proxy.identity.sasl.SaslPrincipalTracker`). Error messages never quote the auth bytes, which
+may hold a password or a bearer token.
 """
 
 from __future__ import annotations

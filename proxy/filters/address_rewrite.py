@@ -6,7 +6,7 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from codec.addresses import ADDRESS_APIS, BrokerAddresses, find_addresses
-from proxy.filter import Filter, Forward, RequestContext, Verdict
+from proxy.filters.api import Filter, Forward, RequestContext, Verdict
 
 
 class BrokerListeners(Protocol):

@@ -14,9 +14,9 @@ from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
 from policy.admin_apis import AdminRequest
 from policy.engine import CompiledPolicy
 from policy.judge import judge_admin
-from proxy.decision_recorder import DecisionRecorder, Written
-from proxy.filter import Answer, Close, Filter, Forward, RequestContext, Verdict
-from proxy.topic_requests import policy_principal
+from proxy.audit.recorder import DecisionRecorder, Written
+from proxy.filters.api import Answer, Close, Filter, Forward, RequestContext, Verdict
+from proxy.filters.topic_requests import policy_principal
 
 
 class AdminApiFilter(Filter):

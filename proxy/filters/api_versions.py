@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from codec.api_versions import cap_response, proxy_range, unsupported_version_response
 from codec.header import API_VERSIONS
-from proxy.filter import Answer, Filter, Forward, RequestContext, Verdict
+from proxy.filters.api import Answer, Filter, Forward, RequestContext, Verdict
 
 
 class ApiVersionsFilter(Filter):

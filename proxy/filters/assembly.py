@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from policy.engine import CompiledPolicy
-from proxy.decision_recorder import DecisionRecorder
-from proxy.filter_chain import FilterChain
+from proxy.audit.recorder import DecisionRecorder
+from proxy.cluster.live_facts import LiveFacts
 from proxy.filters.address_rewrite import AddressRewriteFilter, BrokerListeners
 from proxy.filters.admin_apis import AdminApiFilter
 from proxy.filters.api_versions import ApiVersionsFilter
 from proxy.filters.auto_create_guard import AutoCreateGuardFilter
+from proxy.filters.chain import FilterChain
 from proxy.filters.principal_capture import PrincipalCaptureFilter
 from proxy.filters.topic_policy import TopicPolicyFilter
-from proxy.live_facts import LiveFacts
 
 
 def proxy_chain(

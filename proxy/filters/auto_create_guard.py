@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from codec.framing import framed
 from codec.metadata_request import (
     AUTO_CREATE_FLAG_VERSION,
     decode_metadata_request,
@@ -27,12 +28,11 @@ from policy.engine import CompiledPolicy
 from policy.judge import FactQuery
 from policy.judge import Verdict as TopicVerdict
 from policy.model import Fact, Violation
-from proxy.cluster_state import ClusterStateUnavailable
-from proxy.decision_recorder import DecisionRecorder
-from proxy.filter import Filter, Forward, ForwardModified, RequestContext, Verdict
-from proxy.framing import framed
-from proxy.live_facts import LiveFacts
-from proxy.topic_requests import policy_principal
+from proxy.audit.recorder import DecisionRecorder
+from proxy.cluster.live_facts import LiveFacts
+from proxy.cluster.state import ClusterStateUnavailable
+from proxy.filters.api import Filter, Forward, ForwardModified, RequestContext, Verdict
+from proxy.filters.topic_requests import policy_principal
 
 log = structlog.get_logger("proxy.enforcement")
 

@@ -22,8 +22,8 @@ from codec.prescan import decode_untrusted
 from codec.registry import decode_exact, request_class, response_class
 from codec.sasl import SaslError
 from policy.engine import CompiledPolicy
-from proxy.decision_recorder import DecisionRecorder
-from proxy.filter import (
+from proxy.audit.recorder import DecisionRecorder
+from proxy.filters.api import (
     Close,
     Filter,
     Forward,
@@ -32,7 +32,7 @@ from proxy.filter import (
     ResponseHook,
     WithPrincipal,
 )
-from proxy.sasl_principal import Authenticated, AuthenticationFailed, SaslPrincipalTracker
+from proxy.identity.sasl import Authenticated, AuthenticationFailed, SaslPrincipalTracker
 
 log = structlog.get_logger("proxy.authentication")
 

@@ -9,7 +9,7 @@ UNKNOWN_TOPIC_ID, as a broker answers an id it does not know). The allowed ones 
 reduced request (with what the policy's override actions changed rewritten into it), and the
 broker's response is merged with the synthetic results in the original order. What the
 broker then changed is updated in the cluster-state cache where the request determines the
-outcome (a config set; proxy/changed_state.py), and dropped from it otherwise.
+outcome (a config set; proxy/filters/changed_state.py), and dropped from it otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
+from codec.framing import framed
 from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, Rewrite, SplitPlan, guarded_api
 from codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from codec.registry import encode
@@ -27,12 +28,11 @@ from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from policy.engine import CompiledPolicy
 from policy.model import Override, TopicState
 from policy.overrides import PARTITIONS
-from proxy.changed_state import state_after
-from proxy.decision_recorder import DecisionRecorder, Written
-from proxy.filter import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
-from proxy.framing import framed
-from proxy.live_facts import LiveFacts
-from proxy.topic_requests import config_resource_request, policy_principal, topic_request
+from proxy.audit.recorder import DecisionRecorder, Written
+from proxy.cluster.live_facts import LiveFacts
+from proxy.filters.api import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
+from proxy.filters.changed_state import state_after
+from proxy.filters.topic_requests import config_resource_request, policy_principal, topic_request
 
 log = structlog.get_logger("proxy.enforcement")
 

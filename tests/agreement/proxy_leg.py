@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from codec.framing import framed
 from codec.header import peek_request_header, request_header
 from codec.registry import decode_exact, encode, request_class, response_class
 from policy.cluster import InMemoryCluster
@@ -31,10 +32,9 @@ from policy.offline.scenario import (
     ReassignSpec,
     RequestSpec,
 )
-from proxy.decision_recorder import DecisionRecorder
-from proxy.filter import Answer, RequestContext
+from proxy.audit.recorder import DecisionRecorder
+from proxy.filters.api import Answer, RequestContext
 from proxy.filters.assembly import proxy_chain
-from proxy.framing import framed
 from tests.agreement.entry_points import Outcomes, Setting
 from tests.messages import build
 from tests.unit.proxy.contexts import settle

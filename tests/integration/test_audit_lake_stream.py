@@ -1,6 +1,6 @@
 """`pipeline ingest --topic`: the audit topic into the lake, on the real cluster, exactly once.
 
-The records are what the proxy's Kafka sink produces (`proxy.audit_kafka.envelope`), and bad
+The records are what the proxy's Kafka sink produces (`proxy.audit.kafka_sink.envelope`), and bad
 ones of every kind; the job runs as an operator runs it, `--once`, twice: the second run reads
 only what was produced since, through the checkpoint, and adds no decision twice. (A
 micro-batch run again after a crash is written once: tests/pipeline/test_audit_stream.py.)
@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from pipeline.lake import committed, read_lake
 from policy.loader import load_policy
-from proxy.audit_kafka import envelope
+from proxy.audit.kafka_sink import envelope
 from tests.pipeline.audit_data import bad_lines, example_cluster, generate_events
 
 REPO = Path(__file__).resolve().parents[2]

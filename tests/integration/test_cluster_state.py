@@ -21,9 +21,9 @@ from confluent_kafka.admin import (
 )
 
 from policy.model import Fact
-from proxy.broker_defaults import CREATE_DEFAULTS
-from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
-from proxy.kafka_client import KafkaClient, SaslCredentials
+from proxy.cluster.broker_defaults import CREATE_DEFAULTS
+from proxy.cluster.client import KafkaClient, SaslCredentials
+from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
 from tests.ports import refused_port
 
 pytestmark = pytest.mark.integration

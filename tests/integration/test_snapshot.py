@@ -26,9 +26,9 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
 from policy.model import ConfigMap, TopicState, freeze_assignment
-from proxy.broker_defaults import CREATE_DEFAULTS
-from proxy.kafka_client import KafkaClient
-from proxy.snapshot import write_snapshot
+from proxy.cluster.broker_defaults import CREATE_DEFAULTS
+from proxy.cluster.client import KafkaClient
+from proxy.cluster.snapshot import write_snapshot
 from tests.integration.admin_clients import JavaAdmin, NewTopicSpec, TopicInfo
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from pipeline.audit_lines import MALFORMED, classify, classify_envelope
 from pipeline.audit_stream import write_records
 from pipeline.lake import committed, read_lake
 from policy.loader import load_policy
-from proxy.audit_kafka import envelope
+from proxy.audit.kafka_sink import envelope
 from tests.pipeline.audit_data import bad_lines, example_cluster, generate_events
 
 REPO = Path(__file__).resolve().parents[2]

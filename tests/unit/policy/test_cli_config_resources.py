@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from codec.topic_view import ConfigResourceItem
+from kafka_policy_proxy.policy_command import main
 from policy.judge import ClusterFacts, judge_broker_configs
 from policy.loader import PolicyError, load_policy
 from policy.model import Principal
@@ -20,8 +21,7 @@ from policy.offline.scenario import (
     parse_request,
     resource_key,
 )
-from proxy.policy_cli import main
-from proxy.topic_requests import config_resource_request
+from proxy.filters.topic_requests import config_resource_request
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = ROOT / "examples/policy.yaml"

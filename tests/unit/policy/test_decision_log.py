@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from kafka_policy_proxy.policy_command import audit_event_schema_text
 from policy.admin_apis import AdminRequest
 from policy.builders import create_request, delete_topic_request
 from policy.decision_log import (
@@ -27,7 +28,6 @@ from policy.judge import ClusterFacts, judge, judge_admin
 from policy.loader import load_policy
 from policy.model import Decision, Principal, TopicRequest
 from policy.revision import policy_revision
-from proxy.policy_cli import audit_event_schema_text
 from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, compile_rules, topic
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "docs" / "audit-event.schema.json"

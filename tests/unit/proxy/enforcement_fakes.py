@@ -11,10 +11,10 @@ from typing import Any
 from codec.registry import request_class
 from policy.cluster import InMemoryCluster
 from policy.model import Fact
-from proxy.audit import AuditLog
-from proxy.cluster_state import ClusterStateUnavailable
-from proxy.decision_recorder import DecisionRecorder
-from proxy.live_facts import LiveFacts
+from proxy.audit.file_sink import AuditLog
+from proxy.audit.recorder import DecisionRecorder
+from proxy.cluster.live_facts import LiveFacts
+from proxy.cluster.state import ClusterStateUnavailable
 from tests.messages import build
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.audit_kafka import envelope, producer_settings
+from proxy.audit.kafka_sink import envelope, producer_settings
 from proxy.config import ConfigError, build_config
 
 

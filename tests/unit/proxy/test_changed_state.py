@@ -8,7 +8,7 @@ from policy.builders import (
     incremental_alter_configs_request,
 )
 from policy.model import ConfigMap, Override, OverrideKind, Principal, TopicState
-from proxy.changed_state import state_after
+from proxy.filters.changed_state import state_after
 
 ORDERS = TopicState(
     "orders",

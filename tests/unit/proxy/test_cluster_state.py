@@ -31,9 +31,9 @@ from codec.registry import decode_exact, encode, request_class
 from codec.topic_view import ConfigResourceItem
 from policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
 from policy.model import ConfigMap, Fact
-from proxy.broker_defaults import TOPIC_ONLY_DEFAULTS, topic_defaults
-from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable, _shows
-from proxy.kafka_client import SaslAuthenticationError, SaslCredentials, ScramClient
+from proxy.cluster.broker_defaults import TOPIC_ONLY_DEFAULTS, topic_defaults
+from proxy.cluster.client import SaslAuthenticationError, SaslCredentials, ScramClient
+from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable, _shows
 
 # RFC 7677, section 3: one SCRAM-SHA-256 exchange.
 RFC7677_CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from proxy.command_config import (
+from proxy.cluster.client import SaslCredentials
+from proxy.cluster.command_config import (
     CommandConfigError,
     command_config_credentials,
     load_command_config,
     parse_properties,
 )
-from proxy.kafka_client import SaslCredentials
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

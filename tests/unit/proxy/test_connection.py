@@ -14,8 +14,8 @@ import pytest
 from codec.header import peek_request_header, produce_acks, request_header, response_header
 from codec.registry import encode, request_class, response_class
 from proxy.config import ProxyConfig
-from proxy.connection import framed
-from proxy.server import ProxyServer
+from proxy.net.connection import framed
+from proxy.runtime.server import ProxyServer
 from tests.messages import build
 
 SLOW_API = 2  # ListOffsets: the fake broker answers it late

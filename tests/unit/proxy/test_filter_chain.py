@@ -6,7 +6,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from codec.errors import CodecError
-from proxy.filter import (
+from proxy.filters.api import (
     Answer,
     Close,
     Filter,
@@ -17,7 +17,7 @@ from proxy.filter import (
     Verdict,
     WithPrincipal,
 )
-from proxy.filter_chain import FilterChain
+from proxy.filters.chain import FilterChain
 from tests.unit.proxy.contexts import context, settle
 
 METADATA, LIST_OFFSETS = 3, 2

@@ -8,8 +8,8 @@ from policy.builders import delete_topic_request, incremental_alter_configs_requ
 from policy.cluster import InMemoryCluster
 from policy.loader import load_policy
 from policy.model import ConfigMap, Fact, Principal, TopicState
-from proxy.cluster_state import ClusterStateUnavailable
-from proxy.live_facts import LiveFacts
+from proxy.cluster.live_facts import LiveFacts
+from proxy.cluster.state import ClusterStateUnavailable
 
 POLICY = load_policy(
     """

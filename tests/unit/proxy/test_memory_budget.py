@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.memory_budget import PAUSE, MemoryBudget
+from proxy.net.memory_budget import PAUSE, MemoryBudget
 
 
 class Clock:

@@ -9,7 +9,7 @@ import pytest
 
 from policy.loader import PolicyError
 from policy.plugins import PolicyPlugin
-from proxy.policy_source import RETIRED_FOR_S, PolicySource
+from proxy.runtime.policy_source import RETIRED_FOR_S, PolicySource
 
 GUARD = "version: 1\nrules:\n  - {name: guard, deny: true}\n"
 

@@ -7,9 +7,10 @@ import struct
 from collections.abc import Callable, Generator
 from typing import Any, cast
 
+from codec.framing import framed
 from codec.header import response_header
 from codec.registry import request_class
-from proxy.filter import (
+from proxy.filters.api import (
     Answer,
     Close,
     Filter,
@@ -18,9 +19,8 @@ from proxy.filter import (
     Verdict,
     WithPrincipal,
 )
-from proxy.filter_chain import FilterChain
-from proxy.framing import framed
-from proxy.request_pipeline import (
+from proxy.filters.chain import FilterChain
+from proxy.net.conversation import (
     STREAM_REQUEST_AFTER,
     Action,
     AwaitDecision,

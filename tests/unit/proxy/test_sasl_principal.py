@@ -15,8 +15,8 @@ from kio.schema.sasl_handshake import v1 as handshake_v1
 from codec.header import peek_request_header, request_body_offset, request_header
 from codec.registry import decode_exact, encode, request_class, response_class
 from codec.sasl import SaslError, SaslParseError, scram_escape
-from proxy.principal import ANONYMOUS
-from proxy.sasl_principal import (
+from proxy.identity.principal import ANONYMOUS
+from proxy.identity.sasl import (
     Authenticated,
     AuthenticationFailed,
     SaslPrincipalTracker,

@@ -40,9 +40,9 @@ from codec.header import peek_request_header, request_body_offset, response_head
 from codec.registry import decode_exact, encode, request_class
 from kafka_policy_proxy import main
 from policy.model import TopicState
-from proxy.broker_defaults import topic_defaults
-from proxy.cluster_state import ClusterStateUnavailable
-from proxy.snapshot import write_snapshot
+from proxy.cluster.broker_defaults import topic_defaults
+from proxy.cluster.snapshot import write_snapshot
+from proxy.cluster.state import ClusterStateUnavailable
 from tests.ports import refused_port
 
 # name -> replica lists by partition.

@@ -14,8 +14,13 @@ from typing import Any, cast
 import pytest
 
 from proxy.config import ConfigError, TlsConfig, load_config
-from proxy.tls import CertificatePrincipalError, CertificatePrincipals, TlsError, server_context
-from proxy.tls_principal import MappingRuleError
+from proxy.identity.tls import MappingRuleError
+from proxy.tls.client_side import (
+    CertificatePrincipalError,
+    CertificatePrincipals,
+    TlsError,
+    server_context,
+)
 from tests.unit.proxy.tls_certs import TlsCerts, tls_certs_fixture  # noqa: F401
 
 ALICE_RULES = ["RULE:^CN=([a-z]+),.*$/$1/L", "DEFAULT"]

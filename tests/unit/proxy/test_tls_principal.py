@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.tls_principal import (
+from proxy.identity.tls import (
     MappingRuleError,
     NoMatchingRuleError,
     parse_mapping_rules,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from proxy.broker_discovery import brokers_request
+from proxy.cluster.client import KafkaClient
+from proxy.cluster.discovery import brokers_request
 from proxy.config import UpstreamTlsConfig
-from proxy.kafka_client import KafkaClient
-from proxy.upstream_tls import BrokerTlsError, UpstreamTlsError, client_context
+from proxy.tls.broker_side import BrokerTlsError, UpstreamTlsError, client_context
 from tests.integration.support import load_launcher
 
 

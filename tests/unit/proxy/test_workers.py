@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from kafka_policy_proxy.run_command import _workers
 from proxy.config import build_config
-from proxy.run_command import _workers
-from proxy.workers import METRICS_ENV, Supervisor
+from proxy.runtime.workers import METRICS_ENV, Supervisor
 
 
 @dataclass

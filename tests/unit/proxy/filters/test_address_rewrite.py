@@ -6,8 +6,8 @@ import importlib
 import inspect
 
 from codec.registry import decode_exact, encode, response_class
-from proxy.filter import Forward
 from proxy.filters.address_rewrite import AddressRewriteFilter
+from proxy.filters.api import Forward
 from tests.messages import build
 from tests.unit.proxy.contexts import context, settle
 

@@ -16,8 +16,8 @@ from codec.registry import decode_exact, request_class, response_class
 from policy.decision_log import DecisionRecord
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
-from proxy.filter import Answer, Close, Forward, Verdict
 from proxy.filters.admin_apis import AdminApiFilter
+from proxy.filters.api import Answer, Close, Forward, Verdict
 from tests.messages import build
 from tests.unit.proxy.contexts import context
 from tests.unit.proxy.enforcement_fakes import Records

@@ -6,10 +6,10 @@ import importlib
 import struct
 
 from codec.api_versions import VERSION_CAPS
+from codec.framing import framed
 from codec.registry import decode_exact, encode, response_class
-from proxy.filter import Answer, Forward
+from proxy.filters.api import Answer, Forward
 from proxy.filters.api_versions import ApiVersionsFilter
-from proxy.framing import framed
 from tests.messages import build
 from tests.unit.proxy.contexts import context, context_of, settle
 

@@ -13,7 +13,7 @@ from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
 from policy.model import TopicState
-from proxy.filter import Forward, ForwardModified, Verdict
+from proxy.filters.api import Forward, ForwardModified, Verdict
 from proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from tests.messages import build
 from tests.unit.proxy.contexts import context, settle

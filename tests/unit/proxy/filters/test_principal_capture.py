@@ -18,7 +18,7 @@ from codec.errors import CodecError
 from codec.registry import encode
 from policy.decision_log import DecisionRecord
 from policy.loader import load_policy
-from proxy.filter import Close, Forward, RequestContext, WithPrincipal
+from proxy.filters.api import Close, Forward, RequestContext, WithPrincipal
 from proxy.filters.principal_capture import PrincipalCaptureFilter
 from tests.unit.proxy.contexts import context, settle
 from tests.unit.proxy.enforcement_fakes import Records, create_topics

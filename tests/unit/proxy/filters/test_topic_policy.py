@@ -14,7 +14,7 @@ from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
 from policy.model import ConfigMap, TopicState
-from proxy.filter import Answer, Forward, ForwardModified
+from proxy.filters.api import Answer, Forward, ForwardModified
 from proxy.filters.topic_policy import TopicPolicyFilter
 from tests.messages import build
 from tests.unit.proxy.contexts import context

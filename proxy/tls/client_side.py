@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from proxy.config import ConfigError, TlsConfig
-from proxy.tls_principal import NoMatchingRuleError, parse_mapping_rules, subject_dn
+from proxy.identity.tls import NoMatchingRuleError, parse_mapping_rules, subject_dn
 
 _VERIFY_MODES = {
     "none": ssl.CERT_NONE,

@@ -9,7 +9,7 @@ from dataclasses import replace
 import structlog
 
 from codec.errors import CodecError
-from proxy.filter import (
+from proxy.filters.api import (
     VERDICT_TYPES,
     Answer,
     Close,

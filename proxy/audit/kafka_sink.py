@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from proxy.config import ProxyConfig
 from proxy.metrics import AUDIT_EVENTS
 
-log = structlog.get_logger("proxy.audit")
+log = structlog.get_logger("proxy.audit.file_sink")
 
 EVENT_TYPE = "io.github.kafka-policy-proxy.decision"
 _POLL_INTERVAL_S = 0.01

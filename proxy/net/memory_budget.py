@@ -14,7 +14,7 @@ from typing import Protocol
 
 import structlog
 
-log = structlog.get_logger("proxy.memory_budget")
+log = structlog.get_logger("proxy.net.memory_budget")
 
 # Reading resumes once usage falls below this share of the limit.
 LOW_WATER_FRACTION = 0.75

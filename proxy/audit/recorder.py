@@ -25,9 +25,9 @@ from policy.decision_log import (
 )
 from policy.judge import Verdict
 from policy.model import Mode, Violation
-from proxy.audit import AuditLog
-from proxy.audit_kafka import AuditDeliveryError, KafkaAuditSink
-from proxy.filter import RequestContext
+from proxy.audit.file_sink import AuditLog
+from proxy.audit.kafka_sink import AuditDeliveryError, KafkaAuditSink
+from proxy.filters.api import RequestContext
 from proxy.metrics import DECISIONS
 
 log = structlog.get_logger("proxy.enforcement")

@@ -1,7 +1,8 @@
 """The kafka-policy-proxy command: the proxy, the policy tools, the snapshot and the Spark jobs.
 
-It sits above the layers so that none of them imports another's command line; each layer
-contributes its subcommands through its own `add_parser`.
+This package is the only command line: every subcommand and all argparse code live here, above
+the layers, so that none of them knows of argv. Each subcommand is one module with its own
+`add_parser`.
 """
 
 from __future__ import annotations
@@ -9,8 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import cli as pipeline_cli
-from proxy import config_cli, policy_cli, run_command, snapshot
+from kafka_policy_proxy import (
+    config_command,
+    pipeline_command,
+    policy_command,
+    run_command,
+    snapshot_command,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,12 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_command.add_parser(commands)
-    config_cli.add_parser(commands)
-    policy_cli.add_parser(commands)
-    snapshot.add_parser(commands)
-    pipeline_cli.add_parser(commands)
+    config_command.add_parser(commands)
+    policy_command.add_parser(commands)
+    snapshot_command.add_parser(commands)
+    pipeline_command.add_parser(commands)
     return parser
-
-
-if __name__ == "__main__":
-    main()

@@ -10,25 +10,25 @@ from collections import Counter
 import structlog
 
 from policy.engine import CompiledPolicy
-from proxy.admin_server import AdminServer
-from proxy.audit import AuditLog
-from proxy.audit_kafka import KafkaAuditSink
-from proxy.broker_discovery import BrokerDiscovery, brokers_request
-from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
+from proxy.audit.file_sink import AuditLog
+from proxy.audit.kafka_sink import KafkaAuditSink
+from proxy.audit.recorder import DecisionRecorder
+from proxy.cluster.client import SaslCredentials
+from proxy.cluster.discovery import BrokerDiscovery, brokers_request
+from proxy.cluster.live_facts import LiveFacts
+from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
 from proxy.config import ProxyConfig
-from proxy.connection import ClientConnection, UpstreamTarget
-from proxy.decision_recorder import DecisionRecorder
 from proxy.filters.assembly import proxy_chain
-from proxy.kafka_client import SaslCredentials
-from proxy.live_facts import LiveFacts
-from proxy.memory_budget import MemoryBudget
 from proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
-from proxy.policy_source import PolicySource
-from proxy.tls import CertificatePrincipals, server_context
-from proxy.upstream_tls import client_context
-from proxy.workers import last_good_policy
+from proxy.net.connection import ClientConnection, UpstreamTarget
+from proxy.net.memory_budget import MemoryBudget
+from proxy.runtime.admin_http import AdminServer
+from proxy.runtime.policy_source import PolicySource
+from proxy.runtime.workers import last_good_policy
+from proxy.tls.broker_side import client_context
+from proxy.tls.client_side import CertificatePrincipals, server_context
 
-log = structlog.get_logger("proxy.server")
+log = structlog.get_logger("proxy.runtime.server")
 
 
 class ProxyServer:

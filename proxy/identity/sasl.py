@@ -24,7 +24,7 @@ from codec.sasl import (
     SaslError,
     parse_client_first,
 )
-from proxy.principal import ANONYMOUS, user_principal
+from proxy.identity.principal import ANONYMOUS, user_principal
 
 
 class SaslStateError(SaslError):

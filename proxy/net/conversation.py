@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from codec.api_versions import supports
 from codec.errors import CodecError
+from codec.framing import SIZE, Buffer, FrameSplitter, framed
 from codec.header import (
     API_VERSIONS,
     PRODUCE,
@@ -32,7 +33,7 @@ from codec.header import (
     response_header,
     response_header_size,
 )
-from proxy.filter import (
+from proxy.filters.api import (
     VERDICT_TYPES,
     Answer,
     Close,
@@ -43,8 +44,7 @@ from proxy.filter import (
     Verdict,
     WithPrincipal,
 )
-from proxy.filter_chain import FilterChain
-from proxy.framing import SIZE, Buffer, FrameSplitter, framed
+from proxy.filters.chain import FilterChain
 
 # The request header up to the client id's length: size, api key, version, correlation id.
 _CLIENT_ID_LENGTH = struct.Struct(">h")

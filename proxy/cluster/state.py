@@ -37,9 +37,10 @@ from policy.cluster import InMemoryCluster
 from policy.config_synonyms import BROKER_TO_TOPIC
 from policy.configs import split_list
 from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
-from proxy.broker_defaults import CREATE_DEFAULTS, topic_defaults
-from proxy.broker_discovery import BrokerDiscovery, brokers_request
-from proxy.cluster_requests import (
+from proxy.cluster.broker_defaults import CREATE_DEFAULTS, topic_defaults
+from proxy.cluster.client import KafkaClient, SaslAuthenticationError, SaslCredentials
+from proxy.cluster.discovery import BrokerDiscovery, brokers_request
+from proxy.cluster.requests import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     describe_configs_request,
@@ -47,7 +48,6 @@ from proxy.cluster_requests import (
     metadata_request,
     topic_from_metadata,
 )
-from proxy.kafka_client import KafkaClient, SaslAuthenticationError, SaslCredentials
 from proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")

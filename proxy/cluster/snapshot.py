@@ -1,4 +1,4 @@
-"""`kafka-policy-proxy snapshot`: every topic of a cluster as JSON Lines (see docs/snapshot.md).
+"""A cluster snapshot: every topic of a cluster as JSON Lines (see docs/snapshot.md).
 
 The cluster is read over the proxy's own cluster-state connection (ClusterStateReader), page by
 page: DescribeTopicPartitions where the broker has it (Kafka 3.8+ in KRaft mode), else one
@@ -8,14 +8,10 @@ written before the next page is fetched, so memory does not grow with the number
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
@@ -29,16 +25,14 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from policy.model import ConfigMap, Fact, TopicState
-from proxy.cluster_requests import kafka_error, metadata_request, topic_from_metadata
-from proxy.cluster_state import ClusterStateReader, ClusterStateUnavailable
-from proxy.command_config import load_command_config
+from proxy.cluster.client import SaslCredentials
+from proxy.cluster.requests import kafka_error, metadata_request, topic_from_metadata
+from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
 from proxy.config import HostPort
-from proxy.kafka_client import SaslCredentials
 
 T = TypeVar("T")
 
 SCHEMA = 1
-OK, UNAVAILABLE, INVALID = 0, 1, 2
 DEFAULT_TIMEOUT_S = 30.0
 # Kafka caps a DescribeTopicPartitions page at max.request.partition.size.limit (2000).
 PARTITION_PAGE = 2000
@@ -58,30 +52,6 @@ CONFIG_SOURCES: Mapping[int, str] = {
     7: "DYNAMIC_CLIENT_METRICS_CONFIG",
     8: "DYNAMIC_GROUP_CONFIG",
 }
-
-DESCRIPTION = """\
-Write every topic of a Kafka cluster as JSON Lines, one compact JSON object
-per line:
-
-  {"kind":"cluster",...}  first: cluster id, time taken, brokers, and the
-                          broker's default topic configs
-  {"kind":"topic",...}    one per topic, sorted by name, internal topics
-                          included and flagged: id, partitions, replication
-                          factor, assignment, effective configs and the
-                          source of each
-  {"kind":"end",...}      last, with the number of topic lines; a file
-                          without it is incomplete
-
-PATH is written as PATH.tmp and renamed once complete. docs/snapshot.md
-describes every field.
-
-Exit codes: 0 written; 1 the cluster could not be read (unreachable, refused
-the credentials, or answered with an error); 2 bad arguments or
---command-config.
-"""
-
-
-# -- reading the cluster
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
@@ -248,98 +218,3 @@ async def _batches(items: AsyncIterator[T], size: int) -> AsyncIterator[list[T]]
             batch = []
     if batch:
         yield batch
-
-
-# -- the command
-
-
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register the `snapshot` command on the main CLI."""
-    parser = subparsers.add_parser(
-        "snapshot",
-        help="write every topic of a cluster to a JSON Lines file",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT[,HOST:PORT...]",
-        help="the brokers to read from (tried in turn until one answers)",
-    )
-    parser.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="FILE",
-        help="client settings as Kafka's CLI tools take them (.properties): security.protocol "
-        "PLAINTEXT or SASL_PLAINTEXT, sasl.mechanism PLAIN or SCRAM-SHA-256/512, sasl.jaas.config "
-        "with username and password",
-    )
-    parser.add_argument(
-        "--out", required=True, metavar="PATH", help="the snapshot file; '-' for stdout"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"for connecting and for each request (default {DEFAULT_TIMEOUT_S:g})",
-    )
-    parser.set_defaults(func=cmd_snapshot)
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return seconds
-
-
-def cmd_snapshot(args: argparse.Namespace) -> int:
-    """Run `snapshot`: 0 written, 1 the cluster could not be read, 2 bad arguments or config."""
-    try:
-        parse_bootstrap(args.bootstrap_server)
-        sasl = None if args.command_config is None else load_command_config(args.command_config)
-    except ValueError as exc:
-        return _fail(str(exc), INVALID)
-    if args.out == "-":
-        return _snapshot_to(args, sasl, sys.stdout, "stdout")
-    target = Path(args.out)
-    partial = target.with_name(f"{target.name}.tmp")
-    try:
-        out = partial.open("w", encoding="utf-8")
-    except OSError as exc:
-        return _fail(f"cannot write {partial}: {exc.strerror}", INVALID)
-    try:
-        with out:
-            code = _snapshot_to(args, sasl, out, str(target))
-        if code == OK:
-            partial.replace(target)
-    finally:
-        # Only a complete snapshot is left behind (after the rename there is nothing to remove).
-        partial.unlink(missing_ok=True)
-    return code
-
-
-def _snapshot_to(
-    args: argparse.Namespace, sasl: SaslCredentials | None, out: TextIO, name: str
-) -> int:
-    try:
-        count = asyncio.run(
-            write_snapshot(args.bootstrap_server, out, sasl=sasl, timeout_s=args.timeout)
-        )
-        out.flush()
-    except ClusterStateUnavailable as exc:
-        return _fail(str(exc), UNAVAILABLE)
-    except OSError as exc:
-        return _fail(f"cannot write {name}: {exc.strerror or exc}", UNAVAILABLE)
-    print(f"kafka-policy-proxy snapshot: {count} topics written to {name}", file=sys.stderr)
-    return OK
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"kafka-policy-proxy snapshot: {message}", file=sys.stderr)
-    return code

@@ -123,7 +123,7 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
 
 
 def submit_main(argv: list[str] | None = None) -> int:
-    """The jobs under spark-submit (pipeline/__main__.py): spark-submit's master is kept."""
+    """The jobs under spark-submit (kafka_policy_proxy/spark_submit.py), keeping its master."""
     parser = argparse.ArgumentParser(
         prog="pipeline", description="kafka-policy-proxy's Spark jobs, run by spark-submit."
     )

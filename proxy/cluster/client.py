@@ -19,7 +19,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from codec.header import request_header, response_header_size
 from codec.registry import decode_exact, encode, response_class
-from proxy.upstream_tls import explain, not_tls
+from proxy.tls.broker_side import explain, not_tls
 
 CLIENT_ID = "kafka-policy-proxy"
 

@@ -25,7 +25,7 @@ from policy.builders import (
     reassignment_request,
 )
 from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
-from proxy.filter import RequestContext
+from proxy.filters.api import RequestContext
 
 
 def policy_principal(ctx: RequestContext) -> Principal:

@@ -276,7 +276,7 @@ cmd_audit_schema = _guard(_audit_schema)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the policy tools on their own: `python -m proxy.policy_cli policy check FILE`."""
+    """Run the `policy` command alone, as the tests and the offline tools call it."""
     parser = argparse.ArgumentParser(prog="kafka-policy-proxy")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

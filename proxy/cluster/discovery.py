@@ -16,8 +16,8 @@ import structlog
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from codec.errors import CodecError
-from proxy.cluster_requests import metadata_request
-from proxy.kafka_client import KafkaClient, SaslCredentials
+from proxy.cluster.client import KafkaClient, SaslCredentials
+from proxy.cluster.requests import metadata_request
 
 log = structlog.get_logger("proxy.discovery")
 

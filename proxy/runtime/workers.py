@@ -25,10 +25,10 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from proxy.admin_server import AdminServer
 from proxy.config import ProxyConfig
+from proxy.runtime.admin_http import AdminServer
 
-log = structlog.get_logger("proxy.workers")
+log = structlog.get_logger("proxy.runtime.workers")
 
 WORKER_ENV = "KAFKA_POLICY_PROXY_WORKER"  # the worker's number, 1..N
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -12,13 +12,11 @@ from typing import cast
 import structlog
 
 from codec.errors import api_name
-from proxy.filter import HookResult, RequestContext, Verdict
-from proxy.filter_chain import FilterChain
-from proxy.framing import framed
-from proxy.memory_budget import PAUSE as MEMORY
-from proxy.memory_budget import MemoryBudget
+from codec.framing import framed
+from proxy.filters.api import HookResult, RequestContext, Verdict
+from proxy.filters.chain import FilterChain
 from proxy.metrics import ADDED_LATENCY, BYTES, UPSTREAM_CONNECT_FAILURES, count_request
-from proxy.request_pipeline import (
+from proxy.net.conversation import (
     Action,
     AwaitDecision,
     AwaitResponse,
@@ -30,13 +28,15 @@ from proxy.request_pipeline import (
     SendToClient,
     StopReading,
 )
-from proxy.tls import CertificatePrincipalError, CertificatePrincipals
-from proxy.upstream_tls import explain, not_tls
+from proxy.net.memory_budget import PAUSE as MEMORY
+from proxy.net.memory_budget import MemoryBudget
+from proxy.tls.broker_side import explain, not_tls
+from proxy.tls.client_side import CertificatePrincipalError, CertificatePrincipals
 
 # `framed` stays importable from here: the integration tests frame requests with it.
 __all__ = ["ClientConnection", "UpstreamTarget", "framed"]
 
-log = structlog.get_logger("proxy.connection")
+log = structlog.get_logger("proxy.net.connection")
 
 # Returns the broker addresses to try, in order.
 UpstreamTarget = Callable[[], list[tuple[str, int]]]

@@ -1,0 +1,5 @@
+"""`python -m kafka_policy_proxy`: the same command as `kafka-policy-proxy`."""
+
+from kafka_policy_proxy import main
+
+main()
