@@ -57,7 +57,7 @@ def test_a_replaced_policy_stays_open_while_a_request_may_still_use_it(tmp_path:
     def write(name: str) -> None:
         path.write_text(
             GUARD + "plugins:\n  - name: rec\n"
-            "    class: tests.unit.proxy.test_policy_source.Recording\n"
+            "    class: tests.unit.proxy.runtime.test_policy_source.Recording\n"
             f"    config: {{name: {name}}}\n"
         )
 
