@@ -1,24 +1,42 @@
-"""The layering rules: no arrow from a lower layer up to the ones built on it.
+"""The floor plan: every arrow between rooms points down, and no module imports itself round.
 
-codec/ and policy/ import neither proxy/ nor pipeline/; proxy/ never imports pipeline/; no
-layer imports the command line above them all; kio's private modules are reached only through
-codec/kio_introspect.py. Imports inside functions count too.
+Each room may import the rooms it stands on (ROOMS), and through them, everything below
+those. docs/architecture.md draws the same plan. Imports inside functions and under
+TYPE_CHECKING count too. The harness (dev and tests only) is never imported by product code,
+no bench imports a test, and nothing edits sys.path or loads a module by file path.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND_LINE = "kafka_policy_proxy"
-FORBIDDEN = {
-    "codec": {"proxy", "pipeline", COMMAND_LINE},
-    "policy": {"proxy", "pipeline", COMMAND_LINE},
-    "proxy": {"pipeline", COMMAND_LINE},
-    "pipeline": {COMMAND_LINE},
+PRODUCT = ("codec", "policy", "proxy", "pipeline", "kafka_policy_proxy")
+DEV_ONLY = ("harness", "tests", "bench")
+
+# Room -> the rooms directly under it. A module belongs to the room of its longest prefix.
+ROOMS: dict[str, frozenset[str]] = {
+    "codec": frozenset(),
+    "policy": frozenset({"codec"}),
+    "policy.offline": frozenset({"policy"}),
+    "proxy.identity": frozenset({"codec"}),
+    "proxy.metrics": frozenset({"codec"}),
+    # The filter API (context in, verdict out) stands apart from the filters, as in Kroxylicious.
+    "proxy.filters.api": frozenset({"codec"}),
+    "proxy.config": frozenset({"proxy.identity"}),
+    "proxy.tls": frozenset({"proxy.config"}),
+    "proxy.cluster": frozenset({"proxy.tls", "proxy.metrics", "policy"}),
+    "proxy.audit": frozenset({"proxy.config", "proxy.metrics", "proxy.filters.api", "policy"}),
+    "proxy.filters": frozenset({"proxy.filters.api", "proxy.audit", "proxy.cluster"}),
+    "proxy.net": frozenset({"proxy.filters", "proxy.tls"}),
+    "proxy.runtime": frozenset({"proxy.net"}),
+    "pipeline": frozenset({"policy.offline"}),
+    "kafka_policy_proxy": frozenset({"proxy.runtime", "pipeline"}),
 }
 KIO_ADAPTER = Path("codec/kio_introspect.py")
 
@@ -36,40 +54,158 @@ def imported_modules(source: Path) -> set[tuple[int, str]]:
     return found
 
 
-def imported_packages(source: Path) -> set[tuple[int, str]]:
-    """(line, top-level package) for every absolute import in a file."""
-    return {(line, module.split(".")[0]) for line, module in imported_modules(source)}
+def room_of(module: str) -> str | None:
+    """The room a dotted module name belongs to: its longest prefix in ROOMS."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in ROOMS:
+            return prefix
+    return None
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_layer_imports_nothing_above_it(layer: str) -> None:
-    sources = sorted((ROOT / layer).rglob("*.py"))
-    assert sources, f"no Python files under {layer}/"
-    arrows = [
-        f"{source.relative_to(ROOT)}:{line} imports {package}"
-        for source in sources
-        for line, package in sorted(imported_packages(source))
-        if package in FORBIDDEN[layer]
+@cache
+def below(room: str) -> frozenset[str]:
+    """Every room `room` may import: the rooms it stands on, and theirs, all the way down."""
+    found: set[str] = set()
+    for under in ROOMS[room]:
+        found |= {under, *below(under)}
+    return frozenset(found)
+
+
+def module_name(source: Path) -> str:
+    """The dotted module name of a file under ROOT."""
+    parts = source.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources(*packages: str) -> list[Path]:
+    """The Python files of the given top-level folders."""
+    return [path for package in packages for path in sorted((ROOT / package).rglob("*.py"))]
+
+
+def test_every_product_module_has_a_room() -> None:
+    homeless = [
+        str(source.relative_to(ROOT))
+        for source in sources(*PRODUCT)
+        if not room_of(module_name(source)) and source.read_text(encoding="utf-8").strip()
     ]
-    assert not arrows, f"{layer}/ must not import {sorted(FORBIDDEN[layer])}:\n" + "\n".join(arrows)
+    assert not homeless, f"add a room to ROOMS for: {homeless}"
 
 
-def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
+def test_the_rooms_stand_on_each_other_without_a_circle() -> None:
+    circular = [room for room in ROOMS if room in below(room)]
+    assert not circular, f"rooms below themselves: {circular}"
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_every_arrow_points_down(package: str) -> None:
+    arrows = []
+    for source in sources(package):
+        home = room_of(module_name(source))
+        if home is None:  # an empty package marker: test_every_product_module_has_a_room
+            continue
+        for line, module in sorted(imported_modules(source)):
+            target = room_of(module)
+            if module.split(".")[0] in DEV_ONLY:
+                arrows.append(f"{source.relative_to(ROOT)}:{line} imports {module} (dev only)")
+            elif target is not None and target != home and target not in below(home):
+                arrows.append(f"{source.relative_to(ROOT)}:{line} {home} -> {target} ({module})")
+    assert not arrows, "arrows that do not point down (see ROOMS):\n" + "\n".join(arrows)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    modules = {module_name(source): source for source in sources(*PRODUCT)}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, source in modules.items():
+        graph[name] = {m for _, m in imported_modules(source) if m in modules and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_round() -> None:
+    circles = cycles(_module_graph())
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_checks_see_circles_and_imports_inside_functions(tmp_path: Path) -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     source = tmp_path / "lazy.py"
-    source.write_text(
-        "def f():\n    from kio.serial import _introspect\n    import proxy.runtime.server\n"
+    source.write_text("def f():\n    from kio.serial import _introspect\n    import proxy.net\n")
+    assert {m for _, m in imported_modules(source)} >= {"kio.serial._introspect", "proxy.net"}
+    assert room_of("proxy.filters.api") == "proxy.filters.api"
+    assert room_of("proxy.filters.topic_policy") == "proxy.filters"
+    assert "codec" in below("kafka_policy_proxy")
+
+
+def _calls(files: Iterable[Path]) -> list[str]:
+    """Every sys.path edit and load by file path in `files`, as path:line."""
+    found = []
+    for source in files:
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"), str(source))):
+            text = ast.unparse(node) if isinstance(node, ast.Attribute) else ""
+            if text in ("sys.path", "importlib.util.spec_from_file_location") or (
+                isinstance(node, ast.alias) and node.name == "spec_from_file_location"
+            ):
+                found.append(f"{source.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}")
+    return found
+
+
+def test_nothing_edits_sys_path_or_loads_a_module_by_file_path() -> None:
+    tree = [*sources(*PRODUCT, *DEV_ONLY, "scripts")]
+    assert not _calls(tree), "import the module instead (harness/ for dev code):\n" + "\n".join(
+        _calls(tree)
     )
-    assert imported_packages(source) == {(2, "kio"), (3, "proxy")}
-    assert (2, "kio.serial._introspect") in imported_modules(source)
+
+
+def test_no_bench_imports_a_test() -> None:
+    arrows = [
+        f"{source.relative_to(ROOT)}:{line} imports {module}"
+        for source in sources("bench")
+        for line, module in sorted(imported_modules(source))
+        if module.split(".")[0] == "tests"
+    ]
+    assert not arrows, "move what bench needs into harness/:\n" + "\n".join(arrows)
 
 
 def test_private_kio_modules_only_through_the_adapter() -> None:
-    sources = []
-    for directory in (*FORBIDDEN, COMMAND_LINE, "tests"):
-        sources.extend(sorted((ROOT / directory).rglob("*.py")))
     private = [
         f"{source.relative_to(ROOT)}:{line} imports {module}"
-        for source in sources
+        for source in sources(*PRODUCT, *DEV_ONLY)
         if source.relative_to(ROOT) != KIO_ADAPTER
         for line, module in sorted(imported_modules(source))
         if module.startswith("kio.") and any(part.startswith("_") for part in module.split("."))
