@@ -16,8 +16,8 @@ from policy.engine import CompiledPolicy
 from policy.judge import Verdict
 from policy.loader import PolicyError, load_policy, policy_json_schema
 from policy.model import Decision, Mode
+from policy.offline.cluster_spec import ClusterSpec
 from policy.offline.scenario import (
-    ClusterSpec,
     evaluate_resources,
     evaluate_spec,
     parse_cluster,

@@ -1,4 +1,5 @@
-"""Described requests, cluster states and test suites for the offline tools (`policy eval/test`).
+"""Test cases and suites for the offline tools (`policy eval/test`), and judging what they
+describe: the requests (request_spec.py) over a cluster (cluster_spec.py).
 
 A described request mirrors one Kafka admin API call: it is built with the proxy's builders
 and judged as one batch by the one judge (`policy.judge`) over the described cluster, so an
@@ -10,18 +11,9 @@ are judged by the judge's `judge_broker_configs`, as the proxy judges them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationError,
-    model_validator,
-)
+from pydantic import Field, TypeAdapter, ValidationError
 
 from policy import builders
 from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest, ConfigResource
@@ -29,299 +21,24 @@ from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, Verdict, judge, judge_broker_configs
 from policy.loader import PolicyError, Problem, parse_source, validation_problems
-from policy.model import (
-    ConfigChange,
-    ConfigMap,
-    ConfigOp,
-    Principal,
-    TopicRequest,
-    TopicState,
-    freeze_assignment,
+from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
+from policy.offline.cluster_spec import ClusterSpec
+from policy.offline.request_spec import (
+    AlterConfigsSpec,
+    AlterResourceConfigs,
+    AutoCreateSpec,
+    CreatePartitionsSpec,
+    CreateTopicsSpec,
+    DeleteTopicsSpec,
+    IncrementalAlterConfigsSpec,
+    IncrementalResourceConfigs,
+    ReassignSpec,
+    RequestSpec,
+    Strict,
 )
 
 
-def _as_text(value: Any) -> Any:
-    # YAML turns `retention.ms: 86400000` into an int; Kafka configs are strings.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return value
-
-
-ConfigValue = Annotated[str | None, BeforeValidator(_as_text)]
-Text = Annotated[str, BeforeValidator(_as_text)]
-Configs = dict[str, ConfigValue]
-Replicas = list[int]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CreateTopic(_Strict):
-    """One topic of a CreateTopics request."""
-
-    name: str
-    partitions: int = -1
-    replication_factor: int = -1
-    assignment: dict[int, Replicas] | None = None
-    configs: Configs = Field(default_factory=dict)
-
-
-class AutoCreateTopic(_Strict):
-    """A topic a Metadata request would auto-create."""
-
-    name: str
-
-
-class AlterTopicConfigs(_Strict):
-    """One topic of an AlterConfigs request (full replacement)."""
-
-    name: str
-    configs: Configs = Field(default_factory=dict)
-
-
-class ConfigChangeSpec(_Strict):
-    """One IncrementalAlterConfigs entry."""
-
-    name: str
-    op: ConfigOp = ConfigOp.SET
-    value: ConfigValue = None
-
-
-class IncrementalTopicConfigs(_Strict):
-    """One topic of an IncrementalAlterConfigs request."""
-
-    name: str
-    changes: list[ConfigChangeSpec]
-
-
-class _ConfigResourceSpec(_Strict):
-    """A config resource that is not a topic, named as Kafka names it.
-
-    A broker with no name is the cluster default, as on the wire; `cluster_default` says the
-    same and takes no name.
-    """
-
-    type: ConfigResource
-    name: Text = ""
-
-    @model_validator(mode="after")
-    def _default_has_no_name(self) -> _ConfigResourceSpec:
-        if self.type is ConfigResource.CLUSTER_DEFAULT and self.name:
-            raise ValueError(
-                "the cluster default has no name; one broker's configs are type: broker, name: ID"
-            )
-        return self
-
-    @property
-    def resource(self) -> ConfigResource:
-        """The policy's resource kind (a broker without a name is the cluster default)."""
-        if self.type is ConfigResource.BROKER and not self.name:
-            return ConfigResource.CLUSTER_DEFAULT
-        return self.type
-
-
-_Resource = TypeVar("_Resource", bound=_ConfigResourceSpec)
-
-
-def _once_each(resources: list[_Resource]) -> list[_Resource]:
-    # Kafka refuses every copy of a resource named twice; neither copy is judged.
-    seen = set()
-    for r in resources:
-        if (r.resource, r.name) in seen:
-            what = (
-                "the cluster default"
-                if r.resource is ConfigResource.CLUSTER_DEFAULT
-                else f"{r.type.value} {r.name!r}"
-            )
-            raise ValueError(f"{what} is named twice; Kafka refuses that")
-        seen.add((r.resource, r.name))
-    return resources
-
-
-class AlterResourceConfigs(_ConfigResourceSpec):
-    """One non-topic resource of an AlterConfigs request (full replacement)."""
-
-    configs: Configs = Field(default_factory=dict)
-
-
-class IncrementalResourceConfigs(_ConfigResourceSpec):
-    """One non-topic resource of an IncrementalAlterConfigs request."""
-
-    changes: list[ConfigChangeSpec]
-
-
-class CreatePartitionsTopic(_Strict):
-    """One topic of a CreatePartitions request."""
-
-    name: str
-    count: int
-    assignment: list[Replicas] | None = None
-
-
-class ReassignTopic(_Strict):
-    """One topic of an AlterPartitionReassignments request (null replicas cancel)."""
-
-    name: str
-    partitions: dict[int, Replicas | None]
-
-
-class DeleteTopic(_Strict):
-    """One topic of a DeleteTopics request, by name or topic id."""
-
-    name: str | None = None
-    topic_id: str | None = None
-
-
-class DeleteRecordsTopic(_Strict):
-    """One topic of a DeleteRecords request: partition -> offset (-1 = high watermark)."""
-
-    name: str
-    offsets: dict[int, int]
-
-
-class _Request(_Strict):
-    principal: str = "User:ANONYMOUS"
-    client_id: str = ""
-    client_address: str = ""
-    validate_only: bool = False
-
-
-class CreateTopicsSpec(_Request):
-    """A described CreateTopics request."""
-
-    operation: Literal["create_topics"]
-    topics: list[CreateTopic]
-
-
-class AutoCreateSpec(_Request):
-    """A described Metadata request that would auto-create topics."""
-
-    operation: Literal["auto_create"]
-    topics: list[AutoCreateTopic]
-
-
-class AlterConfigsSpec(_Request):
-    """A described AlterConfigs request."""
-
-    operation: Literal["alter_configs"]
-    topics: list[AlterTopicConfigs] = Field(default_factory=list)
-    resources: Annotated[list[AlterResourceConfigs], AfterValidator(_once_each)] = Field(
-        default_factory=list
-    )
-
-
-class IncrementalAlterConfigsSpec(_Request):
-    """A described IncrementalAlterConfigs request."""
-
-    operation: Literal["incremental_alter_configs"]
-    topics: list[IncrementalTopicConfigs] = Field(default_factory=list)
-    resources: Annotated[list[IncrementalResourceConfigs], AfterValidator(_once_each)] = Field(
-        default_factory=list
-    )
-
-
-class CreatePartitionsSpec(_Request):
-    """A described CreatePartitions request."""
-
-    operation: Literal["create_partitions"]
-    topics: list[CreatePartitionsTopic]
-
-
-class ReassignSpec(_Request):
-    """A described AlterPartitionReassignments request."""
-
-    operation: Literal["alter_partition_reassignments"]
-    topics: list[ReassignTopic]
-
-
-class DeleteTopicsSpec(_Request):
-    """A described DeleteTopics request."""
-
-    operation: Literal["delete_topics"]
-    topics: list[DeleteTopic]
-
-
-class DeleteRecordsSpec(_Request):
-    """A described DeleteRecords request."""
-
-    operation: Literal["delete_records"]
-    topics: list[DeleteRecordsTopic]
-
-
-RequestSpec = Annotated[
-    CreateTopicsSpec
-    | AutoCreateSpec
-    | AlterConfigsSpec
-    | IncrementalAlterConfigsSpec
-    | CreatePartitionsSpec
-    | ReassignSpec
-    | DeleteTopicsSpec
-    | DeleteRecordsSpec,
-    Field(discriminator="operation"),
-]
-
-
-class TopicSpec(_Strict):
-    """An existing topic; `configs` are its own settings, laid over the broker defaults.
-
-    `overrides` are the configs set on the topic itself, which a new default does not reach;
-    without it every config counts as inherited (as where DescribeConfigs did not say).
-    """
-
-    name: str
-    topic_id: str | None = None
-    partitions: int = 1
-    replication_factor: int = 1
-    assignment: dict[int, Replicas] | None = None
-    configs: Configs = Field(default_factory=dict)
-    overrides: list[str] | None = None
-    internal: bool = False
-    marked_for_deletion: bool = False
-
-    @model_validator(mode="after")
-    def _overrides_have_values(self) -> TopicSpec:
-        missing = [key for key in self.overrides or () if key not in self.configs]
-        if missing:
-            raise ValueError(f"overrides without a value in `configs`: {', '.join(missing)}")
-        return self
-
-
-class ClusterSpec(_Strict):
-    """A described cluster: broker count, default topic configs and existing topics."""
-
-    brokers: int = Field(default=3, ge=1)
-    defaults: Configs = Field(default_factory=dict)
-    topics: list[TopicSpec] = Field(default_factory=list)
-
-    def build(self) -> InMemoryCluster:
-        """The in-memory ClusterState this describes."""
-        defaults = {
-            k: v for k, v in self.defaults.items() if k not in builders.BROKER_ONLY_DEFAULTS
-        }
-        return InMemoryCluster.of(
-            (
-                TopicState(
-                    name=t.name,
-                    topic_id=t.topic_id,
-                    partitions=t.partitions,
-                    replication_factor=t.replication_factor,
-                    assignment=freeze_assignment((t.assignment or {}).items()),
-                    configs=ConfigMap({**defaults, **t.configs}),
-                    internal=t.internal,
-                    marked_for_deletion=t.marked_for_deletion,
-                    overrides=None if t.overrides is None else frozenset(t.overrides),
-                )
-                for t in self.topics
-            ),
-            self.brokers,
-            self.defaults,
-        )
-
-
-class Expectation(_Strict):
+class Expectation(Strict):
     """What a test case expects for one topic or other config resource."""
 
     allowed: bool | None = None
@@ -331,7 +48,7 @@ class Expectation(_Strict):
     message_contains: str | None = None
 
 
-class Case(_Strict):
+class Case(Strict):
     """One case: a request, an optional cluster, and the expected decision per topic or
     resource (named as `resource_key` names it: "cluster default", "broker 1")."""
 
@@ -341,7 +58,7 @@ class Case(_Strict):
     expect: dict[str, Expectation]
 
 
-class Suite(_Strict):
+class Suite(Strict):
     """A suite of cases sharing a default cluster."""
 
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)

@@ -17,7 +17,9 @@ import yaml
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
-from policy.offline.scenario import ClusterSpec, RequestSpec, parse_cluster, parse_request
+from policy.offline.cluster_spec import ClusterSpec
+from policy.offline.request_spec import RequestSpec
+from policy.offline.scenario import parse_cluster, parse_request
 
 EXAMPLE_POLICY = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 EXTRA_RULES: list[dict[str, Any]] = [

@@ -23,7 +23,8 @@ from policy.decision_log import Stamp, decision_record, outcome
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, Verdict, judge
 from policy.model import Decision, Principal, TopicState
-from policy.offline.scenario import AutoCreateSpec, RequestSpec, build_requests, evaluate_spec
+from policy.offline.request_spec import AutoCreateSpec, RequestSpec
+from policy.offline.scenario import build_requests, evaluate_spec
 from policy.offline.snapshot_format import TopicLine
 
 Key = int | str

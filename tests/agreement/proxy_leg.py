@@ -21,7 +21,7 @@ from codec.header import peek_request_header, request_header
 from codec.registry import decode_exact, encode, request_class, response_class
 from policy.cluster import InMemoryCluster
 from policy.model import ConfigOp
-from policy.offline.scenario import (
+from policy.offline.request_spec import (
     AlterConfigsSpec,
     AutoCreateSpec,
     CreatePartitionsSpec,

@@ -13,8 +13,8 @@ from kafka_policy_proxy.policy_command import main
 from policy.judge import ClusterFacts, judge_broker_configs
 from policy.loader import PolicyError, load_policy
 from policy.model import Principal
+from policy.offline.cluster_spec import ClusterSpec
 from policy.offline.scenario import (
-    ClusterSpec,
     build_resource_requests,
     evaluate_resources,
     parse_cluster,
