@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import os
 import struct
-import subprocess
 import threading
 import time
 import uuid
@@ -37,6 +36,7 @@ from tests.integration.cluster_fixtures import TEST_POLICY
 from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
 from tests.integration.test_enforcement import make_topic, settled
 from tests.messages import build
+from tests.security.kafka_tools import command_config, tool
 from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -125,29 +125,6 @@ def authenticates(kafka: Any, user: str, password: str, mechanism: str) -> bool:
         if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
             return False
     raise AssertionError(f"neither authenticated nor refused within 20 s: {errors + failures}")
-
-
-def command_config(path: Path, user: str, password: str) -> Path:
-    """A Kafka tool `--command-config` file for SCRAM-SHA-512."""
-    jaas = (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{user}" password="{password}";'
-    )
-    path.write_text(
-        f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={jaas}\n"
-    )
-    return path
-
-
-def tool(kafka: Any, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        kafka.tool_command(name, *args),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"},
-    )
 
 
 def scram_upsert_request(*users: str) -> Any:
