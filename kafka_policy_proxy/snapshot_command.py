@@ -11,7 +11,7 @@ from typing import TextIO
 from proxy.cluster.client import SaslCredentials
 from proxy.cluster.command_config import load_command_config
 from proxy.cluster.snapshot import DEFAULT_TIMEOUT_S, parse_bootstrap, write_snapshot
-from proxy.cluster.state import ClusterStateUnavailable
+from proxy.cluster.unavailable import ClusterStateUnavailable
 
 OK, UNAVAILABLE, INVALID = 0, 1, 2
 

@@ -10,7 +10,8 @@ from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
 from policy.engine import CompiledPolicy
 from policy.judge import NO_FACTS, BrokerConfigJudgement, FactQuery, Facts, Judgement, Verdict
 from policy.model import Fact, TopicRequest, TopicState
-from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
+from proxy.cluster.reader import ClusterStateReader
+from proxy.cluster.unavailable import ClusterStateUnavailable
 
 # Pauses between fresh reads of a topic id nothing resolves: a topic just created reaches
 # every broker's metadata within a moment, so about 0.75 s in all before the proxy answers

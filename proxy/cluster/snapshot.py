@@ -26,8 +26,9 @@ from kio.static.primitive import i32
 
 from policy.model import ConfigMap, Fact, TopicState
 from proxy.cluster.client import SaslCredentials
+from proxy.cluster.reader import ClusterStateReader
 from proxy.cluster.requests import kafka_error, metadata_request, topic_from_metadata
-from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
+from proxy.cluster.unavailable import ClusterStateUnavailable
 from proxy.config import HostPort
 
 T = TypeVar("T")

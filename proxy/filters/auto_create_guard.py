@@ -30,7 +30,7 @@ from policy.judge import Verdict as TopicVerdict
 from policy.model import Fact, Violation
 from proxy.audit.recorder import DecisionRecorder
 from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.state import ClusterStateUnavailable
+from proxy.cluster.unavailable import ClusterStateUnavailable
 from proxy.filters.api import Filter, Forward, ForwardModified, RequestContext, Verdict
 from proxy.filters.topic_requests import policy_principal
 

@@ -16,7 +16,8 @@ from proxy.audit.recorder import DecisionRecorder
 from proxy.cluster.client import SaslCredentials
 from proxy.cluster.discovery import BrokerDiscovery, brokers_request
 from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
+from proxy.cluster.reader import ClusterStateReader
+from proxy.cluster.unavailable import ClusterStateUnavailable
 from proxy.config import ProxyConfig
 from proxy.filters.assembly import proxy_chain
 from proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN

@@ -23,7 +23,8 @@ from confluent_kafka.admin import (
 from policy.model import Fact
 from proxy.cluster.broker_defaults import CREATE_DEFAULTS
 from proxy.cluster.client import KafkaClient, SaslCredentials
-from proxy.cluster.state import ClusterStateReader, ClusterStateUnavailable
+from proxy.cluster.reader import ClusterStateReader
+from proxy.cluster.unavailable import ClusterStateUnavailable
 from tests.ports import refused_port
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from policy.model import Fact
 from proxy.audit.file_sink import AuditLog
 from proxy.audit.recorder import DecisionRecorder
 from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.state import ClusterStateUnavailable
+from proxy.cluster.unavailable import ClusterStateUnavailable
 from tests.messages import build
 
 

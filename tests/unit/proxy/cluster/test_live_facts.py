@@ -9,7 +9,7 @@ from policy.cluster import InMemoryCluster
 from policy.loader import load_policy
 from policy.model import ConfigMap, Fact, Principal, TopicState
 from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.state import ClusterStateUnavailable
+from proxy.cluster.unavailable import ClusterStateUnavailable
 
 POLICY = load_policy(
     """

@@ -42,7 +42,7 @@ from kafka_policy_proxy import main
 from policy.model import TopicState
 from proxy.cluster.broker_defaults import topic_defaults
 from proxy.cluster.snapshot import write_snapshot
-from proxy.cluster.state import ClusterStateUnavailable
+from proxy.cluster.unavailable import ClusterStateUnavailable
 from tests.ports import refused_port
 
 # name -> replica lists by partition.

@@ -1,0 +1,182 @@
+"""The cluster facts the proxy has read, each kept for a while: no I/O, no clock of its own.
+
+In the manner of aiokafka's ClusterMetadata, this only holds what the reader fetched; the
+reader (proxy/cluster/reader.py) does the fetching and passes the time in. Entries are keyed
+by topic name, by topic id, or as one of the two aggregates (the all-topics listing and the
+broker defaults). A topic known to be absent is an entry too, holding None.
+
+The cache is never trusted past a change the proxy forwarded: after a topic change the broker
+accepted, the topic's new state is stored where the request determines it (`changed`), and
+every entry holding the topic is dropped otherwise. Each change also bumps `generation`, so
+that a read that started before it cannot store what it saw, and it tells the reads in flight
+that no caller may join them any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from policy.model import TopicState
+
+# A read in flight, as the reader tracks it (an asyncio task there; any object here).
+H = TypeVar("H")
+# ("topic", name), ("id", topic id), ALL_TOPICS or BROKER_DEFAULTS.
+Key = tuple[str, ...]
+
+ALL_TOPICS: Key = ("all-topics",)
+BROKER_DEFAULTS: Key = ("broker-defaults",)
+# Expired entries are dropped when the cache doubles past this, so that names clients make
+# up cannot grow it without bound.
+PRUNE_MIN = 1024
+
+
+def name_key(topic: str) -> Key:
+    """The key of a topic's state looked up by name."""
+    return ("topic", topic)
+
+
+def id_key(topic_id: str) -> Key:
+    """The key of a topic's state looked up by topic id."""
+    return ("id", topic_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A fresh entry; its value may be None (the topic is known to be absent)."""
+
+    value: Any
+
+
+class FactCache(Generic[H]):
+    """Facts by key with an expiry, and the reads in flight for them; the caller gives the time."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._entries: dict[Key, tuple[float, Any]] = {}
+        self._reading: dict[Key, H] = {}
+        self._prune_at = PRUNE_MIN
+        self.generation = 0  # bumped by every invalidation
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # -- lookups
+
+    def cached(self, key: Key, now: float) -> Hit | None:
+        """The entry for `key` if it has not expired by `now`."""
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] > now:
+            return Hit(entry[1])
+        return None
+
+    def reading(self, key: Key) -> H | None:
+        """The read in flight for `key` that a caller may still join."""
+        return self._reading.get(key)
+
+    # -- reads
+
+    def began(self, keys: Iterable[Key], read: H) -> None:
+        """`read` is fetching these keys: callers arriving now may join it."""
+        for key in keys:
+            self._reading[key] = read
+
+    def ended(self, keys: Iterable[Key], read: H) -> None:
+        """`read` has finished (its keys may already have been taken from it)."""
+        for key in keys:
+            if self._reading.get(key) is read:
+                del self._reading[key]
+
+    def fill(self, values: Mapping[Key, Any], now: float, generation: int) -> bool:
+        """Store what a read that started at `generation` found, unless something was
+        invalidated since (then it may hold the old state); whether it was stored."""
+        if generation != self.generation:
+            return False
+        if len(self._entries) >= self._prune_at:
+            self._entries = {k: e for k, e in self._entries.items() if e[0] > now}
+            self._prune_at = max(PRUNE_MIN, 2 * len(self._entries))
+        for key, value in values.items():
+            self._entries[key] = (now + self.ttl_s, value)
+        return True
+
+    # -- after a change the proxy forwarded
+
+    def invalidate(self, topic: str) -> None:
+        """Forget what is held about `topic` and the all-topics listing (it was just changed)."""
+        self._forget(name_key(topic), topic=topic)
+
+    def changed(self, state: TopicState, now: float) -> None:
+        """The broker accepted a config change whose outcome is `state`: hold it as read now.
+
+        Whatever was held or in flight about the topic is dropped first, so that no read that
+        started before the change can put the old state back. The all-topics listing stays:
+        a config change moves no topic name, partition or broker.
+        """
+        self._forget(name_key(state.name), topic=state.name, aggregates=False)
+        self._entries[name_key(state.name)] = (now + self.ttl_s, state)
+
+    def deleted(self, topic: str | None, topic_id: str | None, now: float) -> None:
+        """The broker deleted this topic: until the entries expire, it is known to be absent."""
+        keys: list[Key] = []
+        if topic is not None:
+            self._forget(name_key(topic), topic=topic)
+            keys.append(name_key(topic))
+        if topic_id is not None:
+            self._forget(id_key(topic_id), topic_id=topic_id)
+            keys.append(id_key(topic_id))
+        for key in keys:
+            self._entries[key] = (now + self.ttl_s, None)
+
+    def forget_ids(self, topic_ids: Iterable[str]) -> None:
+        """Forget these topic ids, so that the next lookup misses and the reader asks again."""
+        for topic_id in topic_ids:
+            self._forget(id_key(topic_id))
+
+    def forget_configs(self) -> None:
+        """Forget the broker defaults, the all-topics listing and every topic's state (a broker
+        config changed: the topics that inherit it have new effective values)."""
+        self.generation += 1
+        stale = [
+            k
+            for k, (_, value) in self._entries.items()
+            if k in (BROKER_DEFAULTS, ALL_TOPICS) or isinstance(value, TopicState)
+        ]
+        for k in stale:
+            del self._entries[k]
+        # A read in flight may have seen the old values.
+        self._reading.clear()
+
+    def _forget(
+        self,
+        key: Key,
+        topic: str | None = None,
+        topic_id: str | None = None,
+        *,
+        aggregates: bool = True,
+    ) -> None:
+        """Drop `key`, every entry holding the topic named or identified, and (unless told
+        otherwise) the all-topics listing."""
+        self.generation += 1
+        changed = topic is not None or topic_id is not None
+        aggregate = ALL_TOPICS if aggregates else None
+
+        def holds(value: Any) -> bool:
+            return isinstance(value, TopicState) and (
+                value.name == topic or (topic_id is not None and str(value.topic_id) == topic_id)
+            )
+
+        stale = [
+            k
+            for k, (_, value) in self._entries.items()
+            if k == key or (changed and (k == aggregate or holds(value)))
+        ]
+        for k in stale:
+            del self._entries[k]
+        # Callers arriving from now on must not join a read that started before the change;
+        # an id lookup in flight may resolve to the changed topic.
+        doomed = [
+            k for k in self._reading if k == key or (changed and (k == aggregate or k[0] == "id"))
+        ]
+        for k in doomed:
+            del self._reading[k]

@@ -1,0 +1,375 @@
+"""The proxy's view of the cluster: the facts a policy needs, fetched lazily and cached briefly.
+
+Cost per fact, on a cache miss (connection set-up and SASL not counted):
+- TOPIC_STATE: one Metadata for the named topics, one for the topic ids, and one
+  DescribeConfigs for the topics found (a request is skipped when it has nothing to ask).
+- TOPIC_NAMES, TOTAL_PARTITIONS, BROKER_COUNT: one all-topics Metadata, shared by the three.
+- BROKER_DEFAULTS: one DescribeConfigs on the connected broker (plus one Metadata the first
+  time on a connection, to learn the broker ids).
+
+What is read is kept in a FactCache (proxy/cluster/fact_cache.py, which also says what a
+forwarded change does to it); identical reads in flight are shared. The requests go over one
+ClusterConnection (proxy/cluster/connection.py). After a forwarded broker config change, reads
+first wait until the connected broker shows it (proxy/cluster/unapplied_changes.py).
+
+Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequestTopic
+from kio.schema.types import TopicName
+
+from codec.topic_view import ConfigResourceItem
+from policy.cluster import InMemoryCluster
+from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
+from proxy.cluster.broker_defaults import topic_defaults
+from proxy.cluster.client import KafkaClient, SaslCredentials
+from proxy.cluster.connection import ClusterConnection
+from proxy.cluster.discovery import BrokerDiscovery, brokers_request
+from proxy.cluster.fact_cache import ALL_TOPICS, BROKER_DEFAULTS, FactCache, Key, id_key, name_key
+from proxy.cluster.requests import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    describe_configs_request,
+    kafka_error,
+    metadata_request,
+    topic_from_metadata,
+)
+from proxy.cluster.unapplied_changes import (
+    APPLIED_WAIT_S,
+    NotShown,
+    UnappliedChanges,
+    shown_by,
+)
+from proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
+from proxy.metrics import CLUSTER_STATE_REQUESTS
+
+V = TypeVar("V")
+Read = asyncio.Task[dict[Key, Any]]
+
+# Metadata errors that mean "no such topic" rather than "cannot tell".
+_ABSENT = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.unknown_topic_id,
+        ErrorCode.invalid_topic_exception,
+    }
+)
+# DescribeConfigs' config_source for a value set on the topic itself.
+DYNAMIC_TOPIC_CONFIG = 1
+
+
+class ClusterStateReader:
+    """Reads cluster facts over the proxy's own connection, with a short per-fact cache."""
+
+    def __init__(
+        self,
+        bootstrap: Sequence[tuple[str, int]],
+        *,
+        ttl_s: float = 5.0,
+        request_timeout_s: float = 10.0,
+        sasl: SaslCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
+        discovery: BrokerDiscovery | None = None,
+        applied_wait_s: float = APPLIED_WAIT_S,
+    ) -> None:
+        self._conn = ClusterConnection(
+            bootstrap, request_timeout_s=request_timeout_s, sasl=sasl, tls=tls
+        )
+        self._discovery = discovery or BrokerDiscovery()
+        self._cache: FactCache[Read] = FactCache(ttl_s)
+        self._tasks: set[Read] = set()
+        self._unapplied = UnappliedChanges(applied_wait_s)
+
+    @property
+    def last_read(self) -> float | None:
+        """Loop time of the last answer from the cluster."""
+        return self._conn.last_read
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last read failed, until one succeeds."""
+        return self._conn.last_error
+
+    async def snapshot(
+        self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
+    ) -> InMemoryCluster:
+        """Fetch the facts asked for (TOPIC_STATE only for the topics named) as a ClusterState.
+
+        When TOPIC_NAMES, TOTAL_PARTITIONS or BROKER_COUNT is asked for, the snapshot also holds
+        every other topic, but with Metadata only (no configs). `marked_for_deletion` is always
+        False: KRaft removes a deleted topic from the metadata at once.
+        """
+        if self._unapplied:
+            await self._await_applied()
+        wanted = frozenset(facts)
+        states: dict[str, TopicState] = {}
+        brokers = 1
+        defaults = EMPTY_CONFIGS
+        if wanted & {Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT}:
+            everything = await self._cached(
+                "the topic list and broker count", [ALL_TOPICS], self._fetch_all
+            )
+            topic_list, brokers = everything[ALL_TOPICS]
+            states.update((t.name, t) for t in topic_list)
+        if Fact.TOPIC_STATE in wanted:
+            names = sorted(set(topics))
+            if names:
+                found = await self._cached(
+                    f"the state of topic(s) {_quoted(names)}",
+                    [name_key(n) for n in names],
+                    self._fetch_named,
+                )
+                for (_, name), state in found.items():
+                    if state is None:
+                        states.pop(name, None)
+                    else:
+                        states[name] = state
+            ids = sorted(set(topic_ids))
+            if ids:
+                by_id = await self._cached(
+                    f"the state of topic id(s) {_quoted(ids)}",
+                    [id_key(i) for i in ids],
+                    self._fetch_ids,
+                )
+                states.update((s.name, s) for s in by_id.values() if s is not None)
+        if Fact.BROKER_DEFAULTS in wanted:
+            result = await self._cached(
+                "the broker default configs", [BROKER_DEFAULTS], self._fetch_defaults
+            )
+            defaults = result[BROKER_DEFAULTS]
+        return InMemoryCluster(tuple(states.values()), brokers, defaults)
+
+    def invalidate(self, topic: str) -> None:
+        """Forget what is cached about `topic` and the all-topics facts (it was just changed)."""
+        self._cache.invalidate(topic)
+
+    def changed(self, state: TopicState) -> None:
+        """The broker accepted a config change whose outcome is `state`: cache it as read now."""
+        self._cache.changed(state, asyncio.get_running_loop().time())
+
+    def deleted(self, topic: str | None, topic_id: str | None) -> None:
+        """The broker deleted this topic: until the entries expire, it is known to be absent.
+
+        Another broker may still show it for a moment (metadata propagates), so a read now
+        could bring it back; what the proxy itself just did is the better fact.
+        """
+        self._cache.deleted(topic, topic_id, asyncio.get_running_loop().time())
+
+    def forget_ids(self, topic_ids: Iterable[str]) -> None:
+        """Forget what is cached about these topic ids, so that the next read asks the cluster."""
+        self._cache.forget_ids(topic_ids)
+
+    def invalidate_broker_defaults(self, changes: Sequence[ConfigResourceItem] = ()) -> None:
+        """Forget the broker defaults and every topic's configs (a broker config was changed:
+        the topics that inherit it have new effective values).
+
+        `changes` are the broker resources the brokers accepted: the next read first waits until
+        the connected broker shows them, so that it cannot cache the values they replaced.
+        """
+        self._cache.forget_configs()
+        self._unapplied.add(changes)
+
+    async def _await_applied(self) -> None:
+        """Wait until the connected broker shows the forwarded broker config changes; fail closed
+        (ClusterStateUnavailable) if it does not within the wait."""
+        try:
+            waited = await self._unapplied.wait(
+                lambda changes: self._conn.read(
+                    "the broker configs just changed", lambda: self._shows(changes)
+                )
+            )
+        except NotShown as exc:
+            raise ClusterStateUnavailable(
+                f"the broker at {self._conn.address} does not show the broker config "
+                f"change the proxy forwarded after {exc.wait_s:g} s"
+            ) from None
+        if waited:
+            # What reads cached while the broker lagged holds the old values.
+            self._cache.forget_configs()
+
+    async def _shows(self, changes: Sequence[ConfigResourceItem]) -> bool:
+        """Whether the connected broker's configs show every change that reaches its facts."""
+        names = sorted({c.name for c in changes})
+        response = await self._conn.call(describe_configs_request(BROKER_RESOURCE, names))
+        return shown_by(response, changes)
+
+    async def close(self) -> None:
+        """Cancel in-flight fetches and close the connection."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._conn.close()
+
+    # -- uncached reads, for callers that page through the cluster themselves (snapshot)
+
+    async def request(self, message: Any, what: str) -> Any:
+        """Send one request on the reader's connection, uncached; failures name `what`."""
+        return await self._conn.read(what, lambda: self._conn.call(message))
+
+    async def topic_configs(self, names: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """Every config entry DescribeConfigs returns per topic, uncached; any error fails all."""
+        return await self._conn.read(
+            f"the configs of {len(names)} topic(s)", lambda: self._topic_configs(names)
+        )
+
+    # -- caching and coalescing
+
+    async def _cached(
+        self,
+        what: str,
+        keys: list[Key],
+        fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]],
+    ) -> dict[Key, V]:
+        """Values for `keys` from the cache, from identical in-flight fetches, or fetched now."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        result: dict[Key, V] = {}
+        waiting: dict[Key, Read] = {}
+        missing: list[Key] = []
+        for key in keys:
+            if (hit := self._cache.cached(key, now)) is not None:
+                result[key] = hit.value
+            elif (task := self._cache.reading(key)) is not None:
+                waiting[key] = task
+            else:
+                missing.append(key)
+        CLUSTER_STATE_REQUESTS.labels(result="hit").inc(len(result))
+        # A miss is read now, or joins an identical read in flight.
+        CLUSTER_STATE_REQUESTS.labels(result="miss").inc(len(waiting) + len(missing))
+        if missing:
+            task = loop.create_task(self._fill(what, missing, fetch))
+            self._tasks.add(task)
+            self._cache.began(missing, task)
+            task.add_done_callback(lambda done: self._settle(missing, done))
+            waiting.update(dict.fromkeys(missing, task))
+        for key, pending in waiting.items():
+            # Shielded: one caller giving up must not cancel a fetch others wait for.
+            result[key] = (await asyncio.shield(pending))[key]
+        return result
+
+    async def _fill(
+        self, what: str, keys: list[Key], fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]]
+    ) -> dict[Key, Any]:
+        generation = self._cache.generation
+        values = dict(await self._conn.read(what, lambda: fetch(keys)))
+        now = asyncio.get_running_loop().time()
+        self._cache.fill({key: values[key] for key in keys}, now, generation)
+        return values
+
+    def _settle(self, keys: Iterable[Key], task: Read) -> None:
+        self._tasks.discard(task)
+        self._cache.ended(keys, task)
+        if not task.cancelled():
+            task.exception()  # retrieved here, so that a fetch nobody awaits logs nothing
+
+    # -- fetches
+
+    async def _fetch_all(self, keys: list[Key]) -> dict[Key, Any]:
+        response = await self._conn.call(metadata_request(None))
+        for topic in response.topics:
+            if topic.error_code is not ErrorCode.none:
+                raise ReadFailed(
+                    f"Metadata for topic {topic.name!r}: {kafka_error(topic.error_code)}"
+                )
+        topics = tuple(topic_from_metadata(t) for t in response.topics)
+        return {ALL_TOPICS: (topics, len(response.brokers))}
+
+    async def _fetch_named(self, keys: list[Key]) -> dict[Key, TopicState | None]:
+        names = [key[1] for key in keys]
+        response = await self._conn.call(
+            metadata_request(
+                tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names)
+            )
+        )
+        found = await self._with_configs(response.topics)
+        return {name_key(name): found.get(name) for name in names}
+
+    async def _fetch_ids(self, keys: list[Key]) -> dict[Key, TopicState | None]:
+        wanted: dict[Key, uuid.UUID] = {}
+        for key in keys:
+            with contextlib.suppress(ValueError):
+                topic_id = uuid.UUID(key[1])
+                # The zero id is Kafka's "no id": it never names a topic.
+                if topic_id.int:
+                    wanted[key] = topic_id
+        found: dict[str, TopicState] = {}
+        if wanted:
+            request = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in wanted.values())
+            response = await self._conn.call(metadata_request(request))
+            states = await self._with_configs(response.topics)
+            found = {str(s.topic_id): s for s in states.values()}
+        return {key: found.get(str(wanted.get(key))) for key in keys}
+
+    async def _with_configs(self, metadata_topics: Iterable[Any]) -> dict[str, TopicState]:
+        """Topic states from Metadata topics, with their effective configs; absent ones left out."""
+        states: dict[str, TopicState] = {}
+        for topic in metadata_topics:
+            if topic.error_code in _ABSENT:
+                continue
+            if topic.error_code is not ErrorCode.none:
+                label = topic.name if topic.name is not None else topic.topic_id
+                raise ReadFailed(f"Metadata for topic {label!r}: {kafka_error(topic.error_code)}")
+            states[topic.name] = topic_from_metadata(topic)
+        if not states:
+            return states
+        entries = await self._topic_configs(list(states))
+        return {
+            name: replace(
+                state,
+                configs=ConfigMap((c.name, c.value) for c in entries[name]),
+                overrides=frozenset(
+                    c.name for c in entries[name] if c.config_source == DYNAMIC_TOPIC_CONFIG
+                ),
+            )
+            for name, state in states.items()
+        }
+
+    async def _topic_configs(self, names: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        response = await self._conn.call(describe_configs_request(TOPIC_RESOURCE, names))
+        entries: dict[str, tuple[Any, ...]] = {}
+        for result in response.results:
+            if result.error_code is not ErrorCode.none:
+                detail = kafka_error(result.error_code, result.error_message)
+                raise ReadFailed(f"DescribeConfigs for topic {result.resource_name!r}: {detail}")
+            entries[result.resource_name] = result.configs
+        missing = set(names) - entries.keys()
+        if missing:
+            raise ReadFailed(f"DescribeConfigs left out topic(s) {_quoted(sorted(missing))}")
+        return entries
+
+    async def _fetch_defaults(self, keys: list[Key]) -> dict[Key, ConfigMap]:
+        conn = self._conn
+        client = await conn.connected()
+        node_ids = [conn.node_id] if conn.node_id is not None else await self._broker_ids(client)
+        # A broker describes only its own configs and answers INVALID_REQUEST for other ids,
+        # so asking for every id finds the one this connection reached.
+        request = describe_configs_request(BROKER_RESOURCE, [str(n) for n in node_ids])
+        response = await conn.call(request, client)
+        errors = []
+        for result in response.results:
+            if result.error_code is ErrorCode.none:
+                conn.node_id = int(result.resource_name)
+                return {BROKER_DEFAULTS: topic_defaults({c.name: c.value for c in result.configs})}
+            detail = kafka_error(result.error_code, result.error_message)
+            errors.append(f"broker {result.resource_name}: {detail}")
+        raise ReadFailed(f"DescribeConfigs on {conn.address}: {'; '.join(errors) or 'no result'}")
+
+    async def _broker_ids(self, client: KafkaClient) -> list[int]:
+        response = await self._conn.call(brokers_request(), client)
+        return sorted(self._discovery.learn(response).nodes)
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(repr(n) for n in names)
