@@ -1,4 +1,4 @@
-"""One client connection and its broker connection: the socket side of the request pipeline."""
+"""One client connection and its broker connection: the socket side of its conversation."""
 
 from __future__ import annotations
 
@@ -16,20 +16,20 @@ from codec.framing import framed
 from proxy.filters.api import HookResult, RequestContext, Verdict
 from proxy.filters.chain import FilterChain
 from proxy.metrics import ADDED_LATENCY, BYTES, UPSTREAM_CONNECT_FAILURES, count_request
-from proxy.net.conversation import (
+from proxy.net.actions import (
     Action,
     AwaitDecision,
     AwaitResponse,
     CloseConnection,
-    Owed,
-    RequestPipeline,
     ResumeReading,
     SendToBroker,
     SendToClient,
     StopReading,
 )
+from proxy.net.conversation import Conversation
 from proxy.net.memory_budget import PAUSE as MEMORY
 from proxy.net.memory_budget import MemoryBudget
+from proxy.net.response_order import Owed
 from proxy.tls.broker_side import explain, not_tls
 from proxy.tls.client_side import CertificatePrincipalError, CertificatePrincipals
 
@@ -48,7 +48,7 @@ _ids = itertools.count(1)
 
 
 class ClientConnection(asyncio.Protocol):
-    """Reads and writes both sockets, and carries out what the request pipeline returns."""
+    """Reads and writes both sockets, and carries out what the conversation returns."""
 
     def __init__(
         self,
@@ -76,7 +76,7 @@ class ClientConnection(asyncio.Protocol):
         self._on_close = on_close
         self._certificates = certificates
         self._upstream_tls = upstream_tls
-        self._pipeline: RequestPipeline | None = None
+        self._conversation: Conversation | None = None
         self._client: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
         self._broker_address = ("", 0)
@@ -109,7 +109,7 @@ class ClientConnection(asyncio.Protocol):
             except CertificatePrincipalError as exc:
                 self._fail("client certificate refused", detail=str(exc))
                 return
-        self._pipeline = RequestPipeline(
+        self._conversation = Conversation(
             self._chain,
             connection_id=self.id,
             listener=self.listener,
@@ -119,38 +119,38 @@ class ClientConnection(asyncio.Protocol):
             observe=count_request,
         )
         self.pause("connecting")
-        self._spawn(self._connect_upstream(self._pipeline))
+        self._spawn(self._connect_upstream(self._conversation))
 
     def data_received(self, data: bytes) -> None:
         _TO_BROKER.inc(len(data))
-        pipeline = self._pipeline
-        if pipeline is not None:
-            if self._upstream is not None and pipeline.client_passes(len(data)):
+        conversation = self._conversation
+        if conversation is not None:
+            if self._upstream is not None and conversation.client_passes(len(data)):
                 self._upstream.write(data)
                 self.recount()
             else:
-                self.act(pipeline.client_data(data))
+                self.act(conversation.client_data(data))
 
     def eof_received(self) -> bool:
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        pipeline = self._pipeline
-        if pipeline is not None:
-            if pipeline.pending_bytes and not pipeline.closed:
+        conversation = self._conversation
+        if conversation is not None:
+            if conversation.pending_bytes and not conversation.closed:
                 self.log.warning("client closed mid-frame", reason="truncated frame")
-            pipeline.connection_lost()
+            conversation.connection_lost()
         self._client = None
         self._close_upstream()
         self._finish()
 
-    def from_broker(self, pipeline: RequestPipeline, data: bytes) -> None:
+    def from_broker(self, conversation: Conversation, data: bytes) -> None:
         """Bytes from the broker: straight to the client inside a streamed response."""
-        if self._client is not None and pipeline.broker_passes(len(data)):
+        if self._client is not None and conversation.broker_passes(len(data)):
             self._client.write(data)
             self.recount()
         else:
-            self.act(pipeline.broker_data(data))
+            self.act(conversation.broker_data(data))
 
     def pause_writing(self) -> None:
         self._client_full = True
@@ -168,10 +168,10 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._upstream.resume_reading()
 
-    # --- carrying out the pipeline's actions ---------------------------------------------------
+    # --- carrying out the conversation's actions ----------------------------------------------
 
     def act(self, actions: list[Action]) -> None:
-        """Carry out the pipeline's actions, in order."""
+        """Carry out the conversation's actions, in order."""
         for action in actions:
             kind = type(action)
             if kind is SendToBroker:
@@ -200,7 +200,7 @@ class ClientConnection(asyncio.Protocol):
 
     def recount(self) -> None:
         """Charge the memory budget the change in what this connection buffers."""
-        held = 0 if self._pipeline is None else self._pipeline.buffered_bytes
+        held = 0 if self._conversation is None else self._conversation.buffered_bytes
         if self._client is not None:
             held += self._client.get_write_buffer_size()
         if self._upstream is not None:
@@ -212,7 +212,7 @@ class ClientConnection(asyncio.Protocol):
     def stalled(self, held: int, stalled_s: float) -> None:
         """The memory budget gave up on this connection: drop it, and say why."""
         if self._client is not None:
-            principal = self._pipeline.principal if self._pipeline is not None else None
+            principal = self._conversation.principal if self._conversation is not None else None
             self.log.warning(
                 "closing client connection",
                 reason="stalled while the memory budget is exhausted",
@@ -228,21 +228,21 @@ class ClientConnection(asyncio.Protocol):
         ADDED_LATENCY.labels(api=api_name(ctx.header.api_key)).observe(
             time.perf_counter() - started
         )
-        if self._pipeline is not None:
-            self.act(self._pipeline.decided(ctx, verdict))
+        if self._conversation is not None:
+            self.act(self._conversation.decided(ctx, verdict))
 
     async def _respond(self, owed: Owed, pending: Awaitable[HookResult]) -> None:
-        assert self._pipeline is not None
+        assert self._conversation is not None
         try:
             result = await pending
         except Exception as exc:
-            self.act(self._pipeline.response_failed(exc))
+            self.act(self._conversation.response_failed(exc))
             return
-        self.act(self._pipeline.response_ready(owed, result))
+        self.act(self._conversation.response_ready(owed, result))
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    async def _connect_upstream(self, pipeline: RequestPipeline) -> None:
+    async def _connect_upstream(self, conversation: Conversation) -> None:
         loop = asyncio.get_running_loop()
         errors = []
         try:
@@ -255,7 +255,7 @@ class ClientConnection(asyncio.Protocol):
             try:
                 transport, _ = await asyncio.wait_for(
                     loop.create_connection(
-                        lambda: _Upstream(self, pipeline),
+                        lambda: _Upstream(self, conversation),
                         host,
                         port,
                         ssl=tls,
@@ -281,7 +281,7 @@ class ClientConnection(asyncio.Protocol):
             self.log = self.log.bind(broker=f"{host}:{port}")
             if MEMORY in self._pauses:
                 transport.pause_reading()
-            self.act(pipeline.broker_connected())
+            self.act(conversation.broker_connected())
             self.resume("connecting")
             return
         UPSTREAM_CONNECT_FAILURES.labels(listener=self.listener).inc()
@@ -291,7 +291,7 @@ class ClientConnection(asyncio.Protocol):
         """Log why, then close this client's connection (and its broker connection)."""
         if self._client is None:
             return
-        principal = self._pipeline.principal if self._pipeline is not None else None
+        principal = self._conversation.principal if self._conversation is not None else None
         self.log.warning("closing client connection", reason=reason, principal=principal, **details)
         self.close()
 
@@ -303,13 +303,13 @@ class ClientConnection(asyncio.Protocol):
 
     def drain(self) -> None:
         """Stop reading requests; close once every response owed has been written."""
-        if self._pipeline is None:
+        if self._conversation is None:
             self.pause("draining")
             self.close()
             return
-        if not self._pipeline.sending:  # else the pipeline stops reading after that request
+        if not self._conversation.sending:  # else it stops reading after that request
             self.pause("draining")
-        self.act(self._pipeline.drain())
+        self.act(self._conversation.drain())
 
     def abort(self) -> None:
         """Drop the connection without waiting."""
@@ -364,15 +364,15 @@ class ClientConnection(asyncio.Protocol):
 
 
 class _Upstream(asyncio.Protocol):
-    """The broker side of a proxied connection: its bytes go to the pipeline."""
+    """The broker side of a proxied connection: its bytes go to the conversation."""
 
-    def __init__(self, conn: ClientConnection, pipeline: RequestPipeline) -> None:
+    def __init__(self, conn: ClientConnection, conversation: Conversation) -> None:
         self._conn = conn
-        self._pipeline = pipeline
+        self._conversation = conversation
 
     def data_received(self, data: bytes) -> None:
         _TO_CLIENT.inc(len(data))
-        self._conn.from_broker(self._pipeline, data)
+        self._conn.from_broker(self._conversation, data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conn.upstream_lost(exc)

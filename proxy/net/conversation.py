@@ -1,11 +1,12 @@
-"""The request pipeline of one client connection, sans-IO: bytes and events in, actions out.
+"""The conversation of one client connection with the proxy, sans-IO: bytes and events in,
+actions out.
 
 In the manner of h11's connection state machine, it owns no socket, task or timer. The
 connection feeds it what the client and the broker send and what the filters decided, and
-carries out the actions it returns. It owns:
+carries out the actions it returns (proxy/net/actions.py). It owns:
 - framing, with each size checked before anything is buffered;
-- one ordered queue of the responses owed to the client, proxy-made replies included (a reply
-  waits behind earlier responses still at the broker);
+- the order of the responses owed to the client (proxy/net/response_order.py), proxy-made
+  replies included;
 - holds: while a request's decision is pending, later requests wait, so the broker sees this
   connection's requests in order;
 - acks=0 Produce: forwarded, no response expected;
@@ -18,8 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from codec.api_versions import supports
 from codec.errors import CodecError
@@ -45,6 +45,17 @@ from proxy.filters.api import (
     WithPrincipal,
 )
 from proxy.filters.chain import FilterChain
+from proxy.net.actions import (
+    Action,
+    AwaitDecision,
+    AwaitResponse,
+    CloseConnection,
+    ResumeReading,
+    SendToBroker,
+    SendToClient,
+    StopReading,
+)
+from proxy.net.response_order import OutOfOrder, Owed, ResponseOrder
 
 # The request header up to the client id's length: size, api key, version, correlation id.
 _CLIENT_ID_LENGTH = struct.Struct(">h")
@@ -54,86 +65,7 @@ _CLIENT_ID_AT = SIZE + 8
 STREAM_REQUEST_AFTER = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class SendToBroker:
-    """Write these frames to the broker, in order."""
-
-    data: list[Buffer]
-
-
-@dataclass(frozen=True, slots=True)
-class SendToClient:
-    """Write these bytes to the client, in order."""
-
-    data: list[Buffer]
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitDecision:
-    """Await the filters' verdict, then feed it to `decided` with this context."""
-
-    ctx: RequestContext
-    pending: Awaitable[Verdict]
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitResponse:
-    """Await a response hook, then feed its result to `response_ready` (or `response_failed`)."""
-
-    owed: Owed
-    pending: Awaitable[HookResult]
-
-
-@dataclass(frozen=True, slots=True)
-class StopReading:
-    """A request's decision is pending: read nothing more from the client for now."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResumeReading:
-    """The hold is over: read the client again."""
-
-
-@dataclass(frozen=True, slots=True)
-class CloseConnection:
-    """Close both sides (writes already made still go out); `reason` None is an orderly close."""
-
-    reason: str | None = None
-    details: Mapping[str, object] = field(default_factory=dict)
-
-
-Action = (
-    SendToBroker
-    | SendToClient
-    | AwaitDecision
-    | AwaitResponse
-    | StopReading
-    | ResumeReading
-    | CloseConnection
-)
-
-
-class Owed:
-    """A response owed to the client: filled in when the broker (or the proxy) has it."""
-
-    __slots__ = ("api_key", "api_version", "correlation_id", "frame", "hook")
-
-    def __init__(
-        self,
-        correlation_id: int,
-        api_key: int,
-        api_version: int,
-        hook: ResponseHook | None,
-        frame: Buffer | None = None,
-    ) -> None:
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.hook = hook
-        self.frame = frame
-
-
-class RequestPipeline:
+class Conversation:
     """Frames, filters, holds and in-order responses for one client connection."""
 
     def __init__(
@@ -156,12 +88,9 @@ class RequestPipeline:
         self._requests = FrameSplitter(max_frame_bytes)
         # Broker responses are trusted for size; only a negative size is an error.
         self._responses = FrameSplitter(2**31 - 1)
-        self._owed: deque[Owed] = deque()  # in request order
-        self._inflight: deque[Owed] = deque()  # the owed responses the broker will send
+        self._order = ResponseOrder()
         self._held: deque[Buffer] = deque()
-        # Bytes in held request frames, and in responses waiting for their turn to go out.
-        self._held_bytes = 0
-        self._queued_bytes = 0
+        self._held_bytes = 0  # in held request frames
         self._holding = True  # until the broker is connected
         self._deciding = False
         self._streaming = 0  # bytes of the current response still to pass straight through
@@ -184,9 +113,13 @@ class RequestPipeline:
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes this pipeline holds: partial frames both ways, held requests, queued responses."""
+        """Bytes this conversation holds: partial frames both ways, held requests, queued
+        responses."""
         return (
-            self._requests.pending + self._responses.pending + self._held_bytes + self._queued_bytes
+            self._requests.pending
+            + self._responses.pending
+            + self._held_bytes
+            + self._order.queued_bytes
         )
 
     # --- events ----------------------------------------------------------------------------
@@ -228,7 +161,7 @@ class RequestPipeline:
             if self._draining and not self._sending:
                 # The request read on past the drain is complete: read nothing after it.
                 self._effects.append(StopReading())
-                if not self._owed:
+                if not self._order.owing:
                     self._close(None)
                 return self._actions()
         try:
@@ -277,7 +210,9 @@ class RequestPipeline:
             # arrives, instead of being buffered and copied whole (Fetch responses, mostly).
             if not self._responses.pending and len(view) >= SIZE + 4:
                 size = int.from_bytes(view[:SIZE], "big", signed=True)
-                if size + SIZE > len(view) and self._start_stream(view[SIZE : SIZE + 4]):
+                if size + SIZE > len(view) and self._order.stream_next(
+                    int.from_bytes(view[SIZE : SIZE + 4], "big", signed=True)
+                ):
                     self._streaming = size + SIZE
                     continue
             try:
@@ -309,7 +244,7 @@ class RequestPipeline:
     def drain(self) -> list[Action]:
         """Shutting down: close once every response owed has been written."""
         self._draining = True
-        if not self.closed and not self._owed and not self._streaming and not self._sending:
+        if not self.closed and not self._order.owing and not self._streaming and not self._sending:
             self._close(None)
         return self._actions()
 
@@ -388,17 +323,14 @@ class RequestPipeline:
             reply = framed(
                 response_header(h.correlation_id, h.api_key, h.api_version), verdict.body
             )
-            self._owed.append(Owed(h.correlation_id, h.api_key, h.api_version, None, reply))
-            self._queued_bytes += len(reply)
+            self._order.answered(h, reply)
             self._flush()
         else:
             frame = verdict.frame if isinstance(verdict, ForwardModified) else ctx.frame
             self._forward(ctx.header, frame, verdict.hook)
 
     def _forward(self, header: RequestHeader, frame: Buffer, hook: ResponseHook | None) -> None:
-        owed = Owed(header.correlation_id, header.api_key, header.api_version, hook)
-        self._owed.append(owed)
-        self._inflight.append(owed)
+        self._order.forwarded(header, hook)
         self._to_broker.append(frame)
 
     def _release(self) -> None:
@@ -412,19 +344,14 @@ class RequestPipeline:
     # --- responses -------------------------------------------------------------------------
 
     def _response(self, frame: Buffer) -> None:
-        if not self._inflight:
-            self._close("broker sent a response nobody asked for")
-            return
-        owed = self._inflight.popleft()
         correlation_id = int.from_bytes(frame[SIZE : SIZE + 4], "big", signed=True)
-        if correlation_id != owed.correlation_id:
-            self._close(
-                "broker response out of order", expected=owed.correlation_id, got=correlation_id
-            )
+        try:
+            owed = self._order.from_broker(correlation_id)
+        except OutOfOrder as exc:
+            self._close(exc.reason, **exc.details)
             return
         if owed.hook is None:
-            owed.frame = frame
-            self._queued_bytes += len(frame)
+            self._order.complete(owed, frame)
             self._flush()
             return
         try:
@@ -434,7 +361,7 @@ class RequestPipeline:
         except (CodecError, ValueError) as exc:
             self._close("cannot rewrite broker response", detail=str(exc))
             return
-        owed.frame = inner[:size]  # the response header, until the body is ready
+        owed.header = inner[:size]
         if isinstance(result, bytes | WithPrincipal):
             self._fill(owed, result)
         else:
@@ -445,36 +372,17 @@ class RequestPipeline:
             # Applies to every later request's context.
             self.principal = result.principal
             result = result.body
-        header = owed.frame
+        header = owed.header
         assert header is not None
-        owed.frame = framed(header, result)
-        owed.hook = None
-        self._queued_bytes += len(owed.frame)
+        self._order.complete(owed, framed(header, result))
         self._flush()
-
-    def _start_stream(self, correlation_id: Buffer) -> bool:
-        if not self._inflight or not self._owed:
-            return False
-        owed = self._inflight[0]
-        if owed.hook is not None or self._owed[0] is not owed:
-            return False
-        if int.from_bytes(correlation_id, "big", signed=True) != owed.correlation_id:
-            return False
-        self._inflight.popleft()
-        self._owed.popleft()
-        return True
 
     def _flush(self) -> None:
         # Nothing may be written into the middle of a response being streamed.
         if self._streaming:
             return
-        owed, out = self._owed, self._to_client
-        while owed and owed[0].frame is not None and owed[0].hook is None:
-            frame = owed.popleft().frame
-            assert frame is not None
-            self._queued_bytes -= len(frame)
-            out.append(frame)
-        if self._draining and not owed and not self._sending:
+        self._to_client += self._order.ready()
+        if self._draining and not self._order.owing and not self._sending:
             self._close(None)
 
     # --- output ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Request contexts and frames for driving filters and the request pipeline without a socket."""
+"""Request contexts and frames for driving filters and a conversation without a socket."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The request pipeline without a socket: bytes and events in, actions out, in order."""
+"""A client's conversation without a socket: bytes and events in, actions out, in order."""
 
 from __future__ import annotations
 
@@ -20,18 +20,17 @@ from proxy.filters.api import (
     WithPrincipal,
 )
 from proxy.filters.chain import FilterChain
-from proxy.net.conversation import (
-    STREAM_REQUEST_AFTER,
+from proxy.net.actions import (
     Action,
     AwaitDecision,
     AwaitResponse,
     CloseConnection,
-    RequestPipeline,
     ResumeReading,
     SendToBroker,
     SendToClient,
     StopReading,
 )
+from proxy.net.conversation import STREAM_REQUEST_AFTER, Conversation
 from tests.messages import build
 from tests.unit.proxy.contexts import request_frame
 
@@ -42,7 +41,7 @@ class Pending:
     """A decision still to come: the test feeds it back with `decided`."""
 
     def __await__(self) -> Generator[Any, None, Verdict]:
-        raise AssertionError("the pipeline never awaits")
+        raise AssertionError("the conversation never awaits")
 
 
 class Scripted(Filter):
@@ -62,10 +61,10 @@ class Scripted(Filter):
         self.closed.append(connection_id)
 
 
-def pipeline(
+def conversation(
     *filters: Filter, connected: bool = True, max_frame_bytes: int = 4096
-) -> RequestPipeline:
-    p = RequestPipeline(
+) -> Conversation:
+    p = Conversation(
         FilterChain(filters),
         connection_id=7,
         listener="bootstrap",
@@ -107,7 +106,7 @@ def correlation_ids(stream: bytes) -> list[int]:
 
 def test_pipelined_allowed_and_denied_requests_are_answered_in_order() -> None:
     deny = Scripted(CREATE_TOPICS, lambda ctx: Answer(b"denied"))
-    p = pipeline(deny)
+    p = conversation(deny)
     actions = p.client_data(
         request(LIST_OFFSETS, 1) + request(CREATE_TOPICS, 2) + request(LIST_OFFSETS, 3)
     )
@@ -126,7 +125,7 @@ def test_pipelined_allowed_and_denied_requests_are_answered_in_order() -> None:
 def test_later_requests_wait_while_a_decision_is_pending() -> None:
     pending = Pending()
     slow = Scripted(CREATE_TOPICS, lambda ctx: pending)
-    p = pipeline(slow)
+    p = conversation(slow)
     actions = p.client_data(request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
     assert to_broker(actions) == b""
     [stop, wait] = actions
@@ -144,13 +143,13 @@ def test_later_requests_wait_while_a_decision_is_pending() -> None:
 
 
 def test_requests_before_the_broker_is_connected_are_held_in_order() -> None:
-    p = pipeline(connected=False)
+    p = conversation(connected=False)
     assert p.client_data(request(LIST_OFFSETS, 1) + request(LIST_OFFSETS, 2)) == []
     assert to_broker(p.broker_connected()) == request(LIST_OFFSETS, 1) + request(LIST_OFFSETS, 2)
 
 
 def test_acks_zero_produce_is_forwarded_and_no_response_expected() -> None:
-    p = pipeline()
+    p = conversation()
     produce = build(request_class(0, 9), transactional_id=None, acks=0, timeout=100, topic_data=())
     frames = b"".join(request_frame(0, 9, produce, correlation_id=i) for i in (1, 2))
     actions = p.client_data(frames + request(LIST_OFFSETS, 3))
@@ -161,7 +160,7 @@ def test_acks_zero_produce_is_forwarded_and_no_response_expected() -> None:
 
 def test_a_client_closing_in_the_middle_of_a_frame() -> None:
     watcher = Scripted(CREATE_TOPICS, lambda ctx: Forward())
-    p = pipeline(watcher)
+    p = conversation(watcher)
     whole = request(CREATE_TOPICS, 1)
     assert p.client_data(whole[:9]) == []
     assert p.pending_bytes == 9
@@ -173,7 +172,7 @@ def test_a_client_closing_in_the_middle_of_a_frame() -> None:
 
 def test_a_streamed_large_response_keeps_a_queued_reply_behind_it() -> None:
     answer = Scripted(CREATE_TOPICS, lambda ctx: Answer(b"reply"))
-    p = pipeline(answer)
+    p = conversation(answer)
     p.client_data(request(FETCH, 1) + request(CREATE_TOPICS, 2))
     big = response(FETCH, 1, bytes(range(256)) * 64)
     first, middle, last = big[:1000], big[1000:9000], big[9000:]
@@ -187,7 +186,7 @@ def test_a_streamed_large_response_keeps_a_queued_reply_behind_it() -> None:
 
 def test_a_closed_connection_evaluates_nothing_more_from_the_same_read() -> None:
     watcher = Scripted(CREATE_TOPICS, lambda ctx: Forward())
-    p = pipeline(watcher)
+    p = conversation(watcher)
     malformed = framed(b"\x00\x03")
     actions = p.client_data(malformed + request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
     assert actions == [CloseConnection("malformed request header", actions[0].details)]  # type: ignore[union-attr]
@@ -198,7 +197,7 @@ def test_a_closed_connection_evaluates_nothing_more_from_the_same_read() -> None
 
 def test_a_close_verdict_stops_the_rest_of_the_read() -> None:
     refuse = Scripted(CREATE_TOPICS, lambda ctx: Close("refused", "no"))
-    p = pipeline(refuse)
+    p = conversation(refuse)
     actions = p.client_data(
         request(LIST_OFFSETS, 1) + request(CREATE_TOPICS, 2) + request(CREATE_TOPICS, 3)
     )
@@ -214,7 +213,7 @@ def test_a_principal_a_hook_hands_back_applies_to_later_requests() -> None:
         return Forward(lambda body: WithPrincipal(body, "User:alice"))
 
     sasl = Scripted(SASL_AUTHENTICATE, learn)
-    p = pipeline(sasl)
+    p = conversation(sasl)
     p.client_data(request(SASL_AUTHENTICATE, 1))
     assert to_client(p.broker_data(response(SASL_AUTHENTICATE, 1, b"\x00"))) == response(
         SASL_AUTHENTICATE, 1, b"\x00"
@@ -226,7 +225,7 @@ def test_a_principal_a_hook_hands_back_applies_to_later_requests() -> None:
 def test_an_asynchronous_hook_holds_later_responses_until_it_is_ready() -> None:
     pending = Pending()
     hooked = Scripted(CREATE_TOPICS, lambda ctx: Forward(lambda body: cast(Any, pending)))
-    p = pipeline(hooked)
+    p = conversation(hooked)
     p.client_data(request(CREATE_TOPICS, 1) + request(LIST_OFFSETS, 2))
     actions = p.broker_data(response(CREATE_TOPICS, 1, b"\x00raw") + response(LIST_OFFSETS, 2))
     [wait] = actions
@@ -236,14 +235,14 @@ def test_an_asynchronous_hook_holds_later_responses_until_it_is_ready() -> None:
 
 
 def test_a_response_out_of_order_closes_the_connection() -> None:
-    p = pipeline()
+    p = conversation()
     p.client_data(request(LIST_OFFSETS, 1))
     [close] = p.broker_data(response(LIST_OFFSETS, 9))
     assert isinstance(close, CloseConnection) and close.reason == "broker response out of order"
 
 
 def test_draining_closes_once_every_response_owed_is_written() -> None:
-    p = pipeline()
+    p = conversation()
     p.client_data(request(LIST_OFFSETS, 1))
     assert p.drain() == []
     actions = p.broker_data(response(LIST_OFFSETS, 1))
@@ -252,7 +251,7 @@ def test_draining_closes_once_every_response_owed_is_written() -> None:
 
 
 def test_an_oversized_frame_is_refused_before_it_is_buffered() -> None:
-    p = pipeline()
+    p = conversation()
     [close] = p.client_data(struct.pack(">i", 4097))
     assert isinstance(close, CloseConnection) and close.reason == "bad frame size"
     assert p.pending_bytes == 0
@@ -261,7 +260,7 @@ def test_an_oversized_frame_is_refused_before_it_is_buffered() -> None:
 def test_buffered_bytes_counts_partial_frames_held_requests_and_queued_replies() -> None:
     pending = Pending()
     slow = Scripted(CREATE_TOPICS, lambda ctx: pending)
-    p = pipeline(slow, Scripted(LIST_OFFSETS, lambda ctx: Answer(b"x" * 100)))
+    p = conversation(slow, Scripted(LIST_OFFSETS, lambda ctx: Answer(b"x" * 100)))
     held, partial = request(LIST_OFFSETS, 2), request(FETCH, 3)
     actions = p.client_data(request(CREATE_TOPICS, 1) + held + partial[:10])
     wait = next(a for a in actions if isinstance(a, AwaitDecision))
@@ -281,7 +280,7 @@ def test_buffered_bytes_counts_partial_frames_held_requests_and_queued_replies()
 
 
 def large_produce(correlation_id: int, acks: int = -1, size: int = 100_000) -> bytes:
-    """A Produce frame padded to `size` bytes after its acks (records the pipeline never reads)."""
+    """A Produce frame padded to `size` bytes after its acks (records the proxy never reads)."""
     produce = build(
         request_class(0, 9), transactional_id=None, acks=acks, timeout=100, topic_data=()
     )
@@ -289,8 +288,8 @@ def large_produce(correlation_id: int, acks: int = -1, size: int = 100_000) -> b
     return framed(frame[4:], bytes(size))
 
 
-def streamed(*filters: Filter) -> RequestPipeline:
-    return pipeline(*filters, max_frame_bytes=1 << 20)
+def streamed(*filters: Filter) -> Conversation:
+    return conversation(*filters, max_frame_bytes=1 << 20)
 
 
 def test_a_large_request_no_filter_handles_goes_to_the_broker_as_it_arrives() -> None:
@@ -383,7 +382,7 @@ def test_reads_inside_a_streamed_request_pass_as_they_are_until_its_last_byte() 
 
 def test_reads_inside_a_streamed_response_pass_as_they_are_until_its_last_byte() -> None:
     answer = Scripted(CREATE_TOPICS, lambda ctx: Answer(b"reply"))
-    p = pipeline(answer)
+    p = conversation(answer)
     p.client_data(request(FETCH, 1) + request(CREATE_TOPICS, 2))
     big = response(FETCH, 1, bytes(range(256)) * 64)
     assert not p.broker_passes(1000)  # nothing is being streamed yet
