@@ -17,7 +17,8 @@ from proxy.metrics import AUDIT_EVENTS
 
 
 class AuditLog:
-    """Writes decision records to a rotated file and/or stdout, never through the app log."""
+    """Writes decision records to a rotated file and/or stdout, never through the app log; an
+    AuditSink."""
 
     def __init__(
         self,
@@ -63,7 +64,7 @@ class AuditLog:
             for counter in self._written:
                 counter.inc()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Flush and close the outputs."""
         for handler in self._handlers:
             self._logger.removeHandler(handler)

@@ -15,17 +15,16 @@ from typing import Any
 import structlog
 from confluent_kafka import KafkaError, Message, Producer
 
+from proxy.audit.sink import AuditDeliveryError
 from proxy.config import ProxyConfig
 from proxy.metrics import AUDIT_EVENTS
 
-log = structlog.get_logger("proxy.audit.file_sink")
+log = structlog.get_logger("proxy.audit.kafka_sink")
 
 EVENT_TYPE = "io.github.kafka-policy-proxy.decision"
 _POLL_INTERVAL_S = 0.01
-
-
-class AuditDeliveryError(Exception):
-    """An audit event was not written to the audit topic."""
+# How long shutdown waits for the events still queued to be delivered.
+CLOSE_TIMEOUT_S = 5.0
 
 
 def producer_settings(config: ProxyConfig) -> dict[str, Any]:
@@ -81,7 +80,9 @@ def envelope(record: Mapping[str, Any], source: str) -> dict[str, Any]:
 
 
 class KafkaAuditSink:
-    """Produces decision records to the audit topic, keyed by topic (or resource)."""
+    """Produces decision records to the audit topic, keyed by topic (or resource); an AuditSink."""
+
+    enabled = True
 
     def __init__(self, config: ProxyConfig, source: str) -> None:
         audit = config.audit.kafka
@@ -139,7 +140,7 @@ class KafkaAuditSink:
                 await asyncio.sleep(_POLL_INTERVAL_S)
             self._producer.poll(0)
 
-    async def close(self, timeout_s: float) -> None:
+    async def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Deliver what is queued (at most `timeout_s`), then stop; the rest is dropped."""
         if self._poller is not None:
             self._poller.cancel()

@@ -1,11 +1,11 @@
-"""Each decision becomes one decision record for the audit sink; denials also go to the log."""
+"""Each decision becomes one decision record for every audit sink; denials also go to the log."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -25,15 +25,14 @@ from policy.decision_log import (
 )
 from policy.judge import Verdict
 from policy.model import Mode, Violation
-from proxy.audit.file_sink import AuditLog
-from proxy.audit.kafka_sink import AuditDeliveryError, KafkaAuditSink
+from proxy.audit.sink import AuditDeliveryError, AuditSink
 from proxy.filters.api import RequestContext
 from proxy.metrics import DECISIONS
 
 log = structlog.get_logger("proxy.enforcement")
 
-# Deliveries to the audit topic of the records one call wrote.
-Written = list[asyncio.Future[None]]
+# The deliveries still to come of the records one call wrote (to the audit topic).
+Written = list[Awaitable[None]]
 
 
 class DecisionRecorder:
@@ -41,16 +40,15 @@ class DecisionRecorder:
 
     def __init__(
         self,
-        sink: AuditLog,
+        sinks: Sequence[AuditSink],
         *,
         proxy_id: str,
         cluster_id: Callable[[], str | None],
-        topic: KafkaAuditSink | None = None,
         closed: bool = False,
     ) -> None:
-        self._sink = sink
-        self._topic = topic
-        self._closed = closed and topic is not None
+        """`closed`: audit.on_failure: closed, mutations wait for the sinks that deliver later."""
+        self._sinks = tuple(sinks)
+        self._closed = closed
         self._proxy_id = proxy_id
         self._cluster_id = cluster_id
 
@@ -61,12 +59,18 @@ class DecisionRecorder:
 
     @property
     def _enabled(self) -> bool:
-        return self._sink.enabled or self._topic is not None
+        return any(sink.enabled for sink in self._sinks)
 
     def _write(self, record: Mapping[str, Any], written: Written) -> None:
-        self._sink.write(record)
-        if self._topic is not None:
-            written.append(self._topic.write(record))
+        for sink in self._sinks:
+            delivery = sink.write(record)
+            if delivery is not None:
+                written.append(delivery)
+
+    async def close(self) -> None:
+        """Close every sink, in order (the audit topic delivers what it still holds, bounded)."""
+        for sink in self._sinks:
+            await sink.close()
 
     async def confirmed(self, written: Written) -> str | None:
         """With audit.on_failure: closed, wait until the audit topic has these records; the

@@ -13,6 +13,7 @@ from policy.engine import CompiledPolicy
 from proxy.audit.file_sink import AuditLog
 from proxy.audit.kafka_sink import KafkaAuditSink
 from proxy.audit.recorder import DecisionRecorder
+from proxy.audit.sink import AuditSink
 from proxy.cluster.client import SaslCredentials
 from proxy.cluster.discovery import BrokerDiscovery, brokers_request
 from proxy.cluster.live_facts import LiveFacts
@@ -93,26 +94,24 @@ class ProxyServer:
                     f"{audit_file.stem}.worker-{worker}{audit_file.suffix}"
                 )
             proxy_id += f"/worker-{worker}"
-        self.audit = AuditLog(
-            audit_file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
-        )
-        self.audit_topic = (
-            None
-            if audit.kafka is None
-            else KafkaAuditSink(config, source=f"kafka-policy-proxy/{proxy_id}")
-        )
-        recorder = DecisionRecorder(
-            self.audit,
+        sinks: list[AuditSink] = [
+            AuditLog(
+                audit_file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
+            )
+        ]
+        if audit.kafka is not None:
+            sinks.append(KafkaAuditSink(config, source=f"kafka-policy-proxy/{proxy_id}"))
+        self._recorder = DecisionRecorder(
+            sinks,
             proxy_id=proxy_id,
             cluster_id=lambda: self.discovery.cluster_id,
-            topic=self.audit_topic,
             closed=audit.on_failure == "closed",
         )
         self._chain = proxy_chain(
             listeners=self,
             policy=self._current_policy,
             facts=LiveFacts(self.cluster_state),
-            recorder=recorder,
+            recorder=self._recorder,
             legacy_error_code=config.policy.legacy_error_code,
         )
 
@@ -315,10 +314,8 @@ class ProxyServer:
         for task in self._tasks:
             task.cancel()
         await self.cluster_state.close()
-        if self.audit_topic is not None:
-            await self.audit_topic.close(timeout_s=5.0)
+        await self._recorder.close()
         await self.admin.close()
         if self.policy is not None:
             self.policy.close()
-        self.audit.close()
         log.info("stopped")

@@ -98,7 +98,7 @@ async def _run(setting: Setting) -> Outcomes:
         listeners=NoListeners(),
         policy=lambda: setting.policy,
         facts=live_facts(FakeReader(served)),
-        recorder=DecisionRecorder(sink, proxy_id="proxy-1", cluster_id=lambda: "agreement"),  # type: ignore[arg-type]
+        recorder=DecisionRecorder([sink], proxy_id="proxy-1", cluster_id=lambda: "agreement"),  # type: ignore[arg-type]
         legacy_error_code=44,
     )
     results: Outcomes = {}

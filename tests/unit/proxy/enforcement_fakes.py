@@ -69,7 +69,7 @@ class Records:
         self.path = directory / "audit.jsonl"
         self.sink = AuditLog(self.path)
         self.recorder = DecisionRecorder(
-            self.sink, proxy_id="proxy-a:9192", cluster_id=lambda: "c1"
+            [self.sink], proxy_id="proxy-a:9192", cluster_id=lambda: "c1"
         )
 
     def read(self) -> list[dict[str, Any]]:
