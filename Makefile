@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	$(BIN)/python scripts/run_local.py
+	$(BIN)/python -m harness.run_local
 
 lint: setup
 	$(BIN)/ruff check .
@@ -33,12 +33,12 @@ test: lint
 	$(BIN)/pytest
 
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
 
 # 30 minutes of traffic and faults (not in CI; MINUTES=10 make soak for less).
 MINUTES ?= 30
 soak: setup
-	$(BIN)/python bench/soak.py --minutes $(MINUTES) --out soak-report
+	$(BIN)/python -m bench.soak --minutes $(MINUTES) --out soak-report
 
 clean:
 	scripts/local-kafka down || true

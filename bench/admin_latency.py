@@ -1,8 +1,8 @@
 """Admin request latency, direct and through the enforcing proxy (examples/policy.yaml), one run.
 
-Usage: python bench/admin_latency.py [--samples N] [--baseline TREE]
+Usage: python -m bench.admin_latency [--samples N] [--baseline TREE]
 Starts its own cluster (ports 24092+) and proxy (24400+); requests go over one raw connection
-each (tests/wire.py), so client overhead is the same on both paths. `--baseline TREE` also
+each (harness/wire.py), so client overhead is the same on both paths. `--baseline TREE` also
 runs the proxy of another checkout (ports 24600+) with the same policy, in the same rotation.
 """
 
@@ -11,19 +11,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.throughput import baseline_proxy
 from codec.registry import request_class
-from tests.integration.support import ProxyProcess, load_launcher
-from tests.messages import build
-from tests.wire import WireClient
+from harness.local_kafka import LocalKafka
+from harness.messages import build
+from harness.proxy_process import ProxyProcess
+from harness.wire import WireClient
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,10 +79,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
     args = parser.parse_args()
-    launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-admin-bench-"))
     args.work = work
-    kafka = launcher.LocalKafka(work / "cluster", brokers=3, port_base=24092)
+    kafka = LocalKafka(work / "cluster", brokers=3, port_base=24092)
     kafka.up(timeout=180)
     try:
         run(kafka, args)

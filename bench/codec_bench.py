@@ -1,6 +1,6 @@
 """Codec micro-benchmarks: header peek, a 1,000-topic CreateTopics v7 decode, split + merge.
 
-Run: .venv/bin/python bench/codec_bench.py [--runs 5]
+Run: .venv/bin/python -m bench.codec_bench [--runs 5]
 Each figure is the median over runs of the per-operation mean inside one run; the
 machines are noisy, so compare medians, and the targets are checked here, never in tests.
 """
@@ -14,10 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kio.schema.errors import ErrorCode
 

@@ -1,6 +1,6 @@
 """Memory per connection, idle and active, at 1,000 and ~10,000 connections, and accept rate.
 
-Usage: python bench/connections.py [--counts 1000,9500] [--rounds 2] [--accept 2000]
+Usage: python -m bench.connections [--counts 1000,9500] [--rounds 2] [--accept 2000]
 Starts its own cluster (ports 25092+) and proxy (25400+), with the proxy's connection limits
 raised to fit. A connection is idle once the proxy has connected it to its broker, and active
 once it has had an ApiVersions and a Metadata answer; its cost is the proxy's RSS growth
@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.throughput import cpu_seconds
 from codec.header import request_header
 from codec.registry import encode, request_class
-from tests.integration.support import ProxyProcess, load_launcher
-from tests.messages import build
+from harness.local_kafka import LocalKafka
+from harness.messages import build
+from harness.proxy_process import ProxyProcess
 
 PORT_BASE, BOOTSTRAP, NODE_BASE = 25092, 25400, 25500
 BROKERS = 3
@@ -176,10 +176,8 @@ def main() -> None:
             f"{max(counts)} connections need {2 * max(counts) + 200} descriptors; "
             f"the hard limit here is {hard}"
         )
-
-    launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-conn-bench-"))
-    kafka = launcher.LocalKafka(work / "cluster", brokers=BROKERS, port_base=PORT_BASE)
+    kafka = LocalKafka(work / "cluster", brokers=BROKERS, port_base=PORT_BASE)
     kafka.up(timeout=180)
     limit = 2 * max(counts) + 1000
     extra = {"limits": {"max_connections": limit, "max_connections_per_listener": limit}}

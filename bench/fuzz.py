@@ -1,7 +1,7 @@
 """Fuzz bench: mutated golden frames and random frames through a proxy that denies every mutation.
 
-Usage: python bench/fuzz.py [--cases N] [--concurrency C] [--batch K] [--seed S]
-       python bench/fuzz.py --replay fuzz-hangs/hangs-0.bin ...  (one saved batch at a time)
+Usage: python -m bench.fuzz [--cases N] [--concurrency C] [--batch K] [--seed S]
+       python -m bench.fuzz --replay fuzz-hangs/hangs-0.bin ...  (one saved batch at a time)
 Starts its own cluster (ports 25092+) and proxy (25400+; node N on 25500 + N) with a policy
 that denies every topic mutation (admin APIs are denied by default). Each connection carries a
 batch of cases and then a sentinel Metadata request: the batch is over when the sentinel is
@@ -19,15 +19,12 @@ import asyncio
 import json
 import random
 import struct
-import sys
 import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import (
     AclBindingFilter,
@@ -42,8 +39,9 @@ from confluent_kafka.admin import (
 
 from codec.header import request_header
 from codec.registry import encode
-from tests.integration.support import ProxyProcess, load_launcher
-from tests.messages import metadata_request
+from harness.local_kafka import LocalKafka
+from harness.messages import metadata_request
+from harness.proxy_process import ProxyProcess
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "data" / "golden"
@@ -371,10 +369,8 @@ def main() -> None:
         "--replay", type=Path, nargs="+", help="send these saved batches alone instead of fuzzing"
     )
     args = parser.parse_args()
-
-    launcher = load_launcher()
     work = args.work or Path(tempfile.mkdtemp(prefix="kpp-fuzz-"))
-    kafka = launcher.LocalKafka(work / "cluster", brokers=args.brokers, port_base=CLUSTER_PORT_BASE)
+    kafka = LocalKafka(work / "cluster", brokers=args.brokers, port_base=CLUSTER_PORT_BASE)
     kafka.up(timeout=180)
     proxy = None
     try:

@@ -1,6 +1,6 @@
 """Metadata address rewrite for 100 topics x 10 partitions: splice vs full re-encode.
 
-Usage: python bench/metadata_rewrite_bench.py [--runs N]
+Usage: python -m bench.metadata_rewrite_bench [--runs N]
 """
 
 from __future__ import annotations
@@ -8,15 +8,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import sys
 import timeit
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codec.addresses import find_addresses
 from codec.registry import decode_exact, encode, response_class
-from tests.unit.codec.test_address_rewrite import metadata_response
+from harness.messages import metadata_response
 
 VERSION = 12
 

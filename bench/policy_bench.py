@@ -1,6 +1,6 @@
 """Policy engine throughput: single-topic evaluations against examples/policy.yaml.
 
-Run: .venv/bin/python bench/policy_bench.py [--evaluations 1000000] [--runs 5] [--hostile]
+Run: .venv/bin/python -m bench.policy_bench [--evaluations 1000000] [--runs 5] [--hostile]
                                             [--judge | --java]
 Requests are built and resolved up front (the proxy does that once per topic); only
 `evaluate()` is timed, on one core. `--judge` times the whole path every entry point takes
@@ -15,26 +15,23 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import TypeVar
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from policy import builders  # noqa: E402
-from policy.cluster import InMemoryCluster  # noqa: E402
-from policy.engine import CompiledPolicy  # noqa: E402
-from policy.judge import Facts, Judgement  # noqa: E402
-from policy.loader import load_policy  # noqa: E402
-from policy.model import (  # noqa: E402
+from harness import REPO
+from policy import builders
+from policy.cluster import InMemoryCluster
+from policy.engine import CompiledPolicy
+from policy.judge import Facts, Judgement
+from policy.loader import load_policy
+from policy.model import (
     Action,
     Fact,
     Principal,
     TopicRequest,
 )
-from policy.offline.scenario import parse_suite  # noqa: E402
+from policy.offline.scenario import parse_suite
 
 T = TypeVar("T")
 PRINCIPALS = ["User:alice", "User:bob", "User:platform-admin", "User:streams-payments"]
@@ -43,7 +40,7 @@ DOMAINS = ["orders", "payments", "shipping", "inventory", "billing"]
 
 def cluster() -> InMemoryCluster:
     """The cluster described by the example test suite."""
-    return parse_suite((ROOT / "examples/policy-tests.yaml").read_text()).cluster.build()
+    return parse_suite((REPO / "examples/policy-tests.yaml").read_text()).cluster.build()
 
 
 def workload(
@@ -140,7 +137,7 @@ def main() -> None:
     if args.java:
         java_comparison(args)
         return
-    policy = load_policy((ROOT / "examples/policy.yaml").read_text(), "examples/policy.yaml")
+    policy = load_policy((REPO / "examples/policy.yaml").read_text(), "examples/policy.yaml")
     requests = workload(args.distinct, args.hostile, resolved=not args.judge)
     state = cluster()
     facts = frozenset(Fact)
@@ -171,7 +168,7 @@ def java_comparison(args: argparse.Namespace) -> None:
     """Microseconds per topic: the reference Java policy and its YAML rewrite, alternating."""
     import tempfile
 
-    from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
+    from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 
     requests = [
         r
@@ -187,7 +184,7 @@ def java_comparison(args: argparse.Namespace) -> None:
             f"      classpath: [{kafka_clients_jar()}]\n"
             "      config: {policy.max.partitions: 6}\n"  # as the YAML rewrite's bound
         )
-        yaml_file = ROOT / "examples/java-policy/equivalent-policy.yaml"
+        yaml_file = REPO / "examples/java-policy/equivalent-policy.yaml"
         policies = {
             "java": load_policy(java_text, "java"),
             "yaml": load_policy(yaml_file.read_text(), str(yaml_file)),

@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-SCRIPTS = [
-    "codec_bench.py",
-    "metadata_rewrite_bench.py",
-    "policy_bench.py",
-    "throughput.py",
-    "connections.py",
-    "snapshot_bench.py",
+from harness import REPO
+
+BENCHES = [
+    "codec_bench",
+    "metadata_rewrite_bench",
+    "policy_bench",
+    "throughput",
+    "connections",
+    "snapshot_bench",
 ]
 
 
 def main() -> int:
-    """Run each script with this interpreter; return non-zero if any failed."""
+    """Run each bench as `python -m bench.<name>` from the checkout; non-zero if any failed."""
     failed = []
-    for script in SCRIPTS:
-        print(f"\n## {script}", flush=True)
-        if subprocess.run([sys.executable, str(BENCH / script)], check=False).returncode:
-            failed.append(script)
+    for name in BENCHES:
+        print(f"\n## {name}", flush=True)
+        command = [sys.executable, "-m", f"bench.{name}"]
+        if subprocess.run(command, cwd=REPO, check=False).returncode:
+            failed.append(name)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

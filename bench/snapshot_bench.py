@@ -1,6 +1,6 @@
 """`kafka-policy-proxy snapshot` at 1,000 and 10,000 topics: wall time, output size, peak RSS.
 
-Usage: python bench/snapshot_bench.py [--topics 1000,10000] [--repeats 5]
+Usage: python -m bench.snapshot_bench [--topics 1000,10000] [--repeats 5]
 Starts its own 1-broker cluster (ports 22092+), creates topics of one partition in batches, and
 runs the snapshot command as users run it (a subprocess) after each step, under /usr/bin/time
 for its peak RSS. The Metadata fallback (for brokers without DescribeTopicPartitions) is
@@ -21,9 +21,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.integration.support import load_launcher
+from harness.local_kafka import LocalKafka
 
 CLI = Path(sys.executable).parent / "kafka-policy-proxy"
 CREATE_BATCH = 500
@@ -100,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     steps = [int(n) for n in args.topics.split(",")]
     work = Path(tempfile.mkdtemp(prefix="kpp-snapshot-bench-"))
-    kafka = load_launcher().LocalKafka(work / "cluster", brokers=1, port_base=22092)
+    kafka = LocalKafka(work / "cluster", brokers=1, port_base=22092)
     bootstrap = kafka.up(timeout=180)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     rows = []

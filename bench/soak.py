@@ -3,7 +3,7 @@ under producers, consumers, idle, slow and new connections and admin traffic, wh
 the proxy and the policy change underneath. Exits 1 on any lost, duplicated or misordered
 record, misordered response, wrong decision or mishandled reload.
 
-Run: make soak, or .venv/bin/python bench/soak.py [--minutes 30] [--quick] [--out DIR]
+Run: make soak, or .venv/bin/python -m bench.soak [--minutes 30] [--quick] [--out DIR]
 `--quick` (the integration test runs `--minutes 2 --quick`): fewer connections, one broker in
 the rolling restart, shorter faults. The report (JSON), a chart of RSS and open files, and
 the logs go to `--out`.
@@ -30,14 +30,11 @@ from typing import Any
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import soak_faults as faults  # noqa: E402
-import soak_traffic as traffic  # noqa: E402
-
-from tests.integration.support import ProxyProcess, load_launcher  # noqa: E402
+from bench import soak_faults as faults
+from bench import soak_traffic as traffic
+from harness import REPO
+from harness.local_kafka import LocalKafka
+from harness.proxy_process import ProxyProcess
 
 PORT_BASE = 20092  # cluster: 20092-20691
 BOOTSTRAP_PORT, NODE_PORT_BASE, ADMIN_PORT = 20700, 20710, 20790
@@ -174,10 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
-    launcher = load_launcher()
-    kafka = launcher.LocalKafka(
-        work / "cluster", brokers=3, port_base=PORT_BASE, light_jvm=args.quick
-    )
+    kafka = LocalKafka(work / "cluster", brokers=3, port_base=PORT_BASE, light_jvm=args.quick)
     phase = traffic.Phase()
     tally = traffic.Tally()
     phases: list[tuple[float, str]] = []
@@ -207,7 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         relays = [faults.StateRelay([broker]) for broker in brokers]
         relay_ports = [on_loop(relay.start()).result(10) for relay in relays]
         policy = work / "policy.yaml"
-        shutil.copy(ROOT / "examples" / "policy.yaml", policy)
+        shutil.copy(REPO / "examples" / "policy.yaml", policy)
         (work / "proxy").mkdir()
         proxy = ProxyProcess(
             work / "proxy",

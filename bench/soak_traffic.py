@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import soak_wire as wire
 from confluent_kafka import Consumer, KafkaError, Producer
-from soak_wire import AsyncWire, Misordered
+
+from bench import soak_wire as wire
+from bench.soak_wire import AsyncWire, Misordered
 
 POLICY_VIOLATION = 44
 

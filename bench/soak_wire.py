@@ -15,7 +15,7 @@ from typing import Any
 
 from codec.header import request_header, response_header_size
 from codec.registry import decode_exact, encode, request_class, response_class
-from tests.messages import build, metadata_request
+from harness.messages import build, metadata_request
 
 
 class Misordered(Exception):

@@ -3,10 +3,10 @@
 Throughput comes from Kafka's own kafka-producer-perf-test and kafka-consumer-perf-test (the
 same jars as the cluster); latency from single librdkafka produce round trips.
 
-Usage: python bench/throughput.py [--records N] [--repeats R] [--latency-samples S]
+Usage: python -m bench.throughput [--records N] [--repeats R] [--latency-samples S]
                                  [--baseline TREE] [--mode plain|tls|workers]
                                  [--peer kroxylicious] [--threads T] [--floor]
-Starts its own cluster (scripts/local_kafka.py) and proxy on ports 23092+ and 23400+.
+Starts its own cluster (harness/local_kafka/) and proxy on ports 23092+ and 23400+.
 Each round runs every target once, the order rotated from round to round; ratios to direct
 are taken per round, then the median over rounds.
 `--peer kroxylicious`: Kroxylicious 0.12.0 with no filters (bench/peers/kroxylicious) on
@@ -40,8 +40,9 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integration.support import ProxyProcess, load_launcher
+from harness.local_kafka import LocalKafka
+from harness.proxy_process import ProxyProcess
+from harness.throwaway_ca import ThrowawayCa
 
 BASELINE_PORT = 23600
 WORKERS_PORT = 23800
@@ -170,7 +171,7 @@ def threads(pid: int) -> int:
 def tls_setup(work: Path, kafka: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The proxy's TLS sections, and per target: a client properties file and librdkafka
     settings (direct clients trust the cluster's CA, proxy clients the listener's)."""
-    ca = load_launcher().throwaway_ca().ThrowawayCa(work / "listener-ca", "listener-ca")
+    ca = ThrowawayCa(work / "listener-ca", "listener-ca")
     listener = ca.issue("listener", server=True)
     clients = {}
     for target, trusted in (("direct", kafka.tls_files.ca), ("proxy", ca.cert)):
@@ -257,7 +258,7 @@ def start_targets(
     if args.floor:
         proxies["relay"] = Relay(kafka)
     if args.peer == "kroxylicious":
-        from peers.kroxylicious.peer import KroxyliciousProcess
+        from bench.peers.kroxylicious.peer import KroxyliciousProcess
 
         proxies["kroxylicious"] = KroxyliciousProcess(
             work, kafka.bootstrap_servers, KROXYLICIOUS_PORT, range(1, BROKERS + 1), args.threads
@@ -282,13 +283,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.mode == "tls" and (args.peer or args.floor or args.threads > 1):
         parser.error("--mode tls runs only our proxy")
-
-    launcher = load_launcher()
     work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
     relay_ports = {n: RELAY_PORT + n for n in range(1, BROKERS + 1)} if args.floor else None
-    kafka = launcher.LocalKafka(
-        work / "cluster", brokers=BROKERS, port_base=23092, relay_ports=relay_ports
-    )
+    kafka = LocalKafka(work / "cluster", brokers=BROKERS, port_base=23092, relay_ports=relay_ports)
     kafka.up(timeout=180)
     proxies: dict[str, Any] = {}
     try:

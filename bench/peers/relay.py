@@ -1,7 +1,7 @@
 """The Python floor: a uvloop byte relay with no framing, one port per broker.
 
 Each listening port relays to one broker's RELAY listener, which advertises the relay's
-ports (scripts/local_kafka.py `relay_ports`), so clients reach every broker through it.
+ports (harness/local_kafka/ `relay_ports`), so clients reach every broker through it.
 Run: python bench/peers/relay.py LISTEN_PORT:TARGET_PORT [...]
 """
 

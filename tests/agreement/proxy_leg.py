@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from codec.framing import framed
 from codec.header import peek_request_header, request_header
 from codec.registry import decode_exact, encode, request_class, response_class
+from harness.messages import build
 from policy.cluster import InMemoryCluster
 from policy.model import ConfigOp
 from policy.offline.request_spec import (
@@ -36,7 +37,6 @@ from proxy.audit.recorder import DecisionRecorder
 from proxy.filters.api import Answer, RequestContext
 from proxy.filters.assembly import proxy_chain
 from tests.agreement.entry_points import Outcomes, Setting
-from tests.messages import build
 from tests.unit.proxy.contexts import settle
 from tests.unit.proxy.enforcement_fakes import FakeReader, live_facts
 

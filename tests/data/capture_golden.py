@@ -1,169 +1,48 @@
 """Capture golden frames of the guarded admin APIs from real clients (a dev script, not a test).
 
-Run: .venv/bin/python tests/data/capture_golden.py
+Run from the checkout: .venv/bin/python -m tests.data.capture_golden
 
-Starts a one-broker Kafka with scripts/local_kafka.py (port base 25092, a temp directory), puts
-a recording TCP relay in front of it (the broker advertises the relay's port, so every
-connection goes through it), drives confluent-kafka, kafka-python and the Java AdminClient
-through every guarded API, then sends duplicate-topic batches with the raw wire client to
-record what the broker itself answers. Writes tests/data/golden/ and a manifest.json.
+Starts a one-broker Kafka with harness/local_kafka/ (port base 25092, a temp directory), puts
+a recording TCP relay (harness/recording_relay.py) in front of it (the broker advertises the
+relay's port, so every connection goes through it), drives confluent-kafka, kafka-python and
+the Java AdminClient through every guarded API, then sends duplicate-topic batches with the raw
+wire client to record what the broker itself answers. Writes tests/data/golden/ and a
+manifest.json.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from local_kafka import LocalKafka  # noqa: E402
-
-from codec.errors import CodecError  # noqa: E402
-from codec.guarded import GUARDED_API_KEYS  # noqa: E402
-from codec.guarded.base import element_class  # noqa: E402
-from codec.header import peek_request_header  # noqa: E402
-from codec.registry import request_class  # noqa: E402
-from tests.messages import build  # noqa: E402
-from tests.wire import WireClient  # noqa: E402
+from codec.guarded.base import element_class
+from codec.registry import request_class
+from harness.local_kafka import LocalKafka
+from harness.messages import build
+from harness.recording_relay import METADATA, Capture, Recorder, serve
+from harness.wire import WireClient
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "golden"
 PORT_BASE = 25092
 RELAY_PORT = 25390
-METADATA = 3
-METADATA_PER_CLIENT_VERSION = 2
 DUPLICATE_WAIT = 20.0
+# client.id -> the folder its exchanges are written to.
 CLIENTS = {
     "golden-confluent": "confluent-kafka",
     "golden-kafka-python": "kafka-python",
     "golden-java": "java-adminclient",
     "wire-test": "broker-duplicates",
 }
-
-
-@dataclass
-class Capture:
-    """One request frame (size prefix stripped) and, once it arrives, its response frame."""
-
-    client: str
-    api_key: int
-    api_version: int
-    request: bytes
-    response: bytes | None = None
-
-
-class Recorder:
-    """Thread-safe store of captured exchanges."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.captures: list[Capture] = []
-        self.metadata_seen: dict[tuple[str, int], int] = {}
-
-    def wants(self, client: str, api_key: int, api_version: int, frame: bytes) -> bool:
-        """Guarded APIs always; Metadata requests that name topics, a few per client version."""
-        if api_key in GUARDED_API_KEYS:
-            return True
-        if api_key != METADATA:
-            return False
-        with self.lock:
-            seen = self.metadata_seen.get((client, api_version), 0)
-            if seen >= METADATA_PER_CLIENT_VERSION or not _names_topics(frame, api_version):
-                return False
-            self.metadata_seen[client, api_version] = seen + 1
-            return True
-
-
-def _names_topics(frame: bytes, api_version: int) -> bool:
-    from codec.header import request_body_offset
-    from codec.metadata_request import decode_metadata_request, metadata_topics
-
-    header = peek_request_header(frame)
-    try:
-        request = decode_metadata_request(api_version, frame[request_body_offset(frame, header) :])
-    except CodecError:
-        return True
-    return bool(metadata_topics(request).names)
-
-
-def _read_frame(sock: socket.socket) -> bytes | None:
-    head = _read_exactly(sock, 4)
-    if head is None:
-        return None
-    (size,) = struct.unpack(">i", head)
-    return _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _relay(client: socket.socket, broker_port: int, recorder: Recorder) -> None:
-    upstream = socket.create_connection(("127.0.0.1", broker_port))
-    pending: dict[int, Capture] = {}
-
-    def client_to_broker() -> None:
-        while (frame := _read_frame(client)) is not None:
-            header = peek_request_header(frame)
-            label = CLIENTS.get(header.client_id or "", header.client_id or "unknown")
-            if recorder.wants(label, header.api_key, header.api_version, frame):
-                capture = Capture(label, header.api_key, header.api_version, frame)
-                with recorder.lock:
-                    recorder.captures.append(capture)
-                    pending[header.correlation_id] = capture
-            upstream.sendall(struct.pack(">i", len(frame)) + frame)
-        with contextlib.suppress(OSError):
-            upstream.shutdown(socket.SHUT_WR)
-
-    def broker_to_client() -> None:
-        while (frame := _read_frame(upstream)) is not None:
-            (correlation_id,) = struct.unpack_from(">i", frame)
-            with recorder.lock:
-                capture = pending.pop(correlation_id, None)
-                if capture is not None:
-                    capture.response = frame
-            client.sendall(struct.pack(">i", len(frame)) + frame)
-        with contextlib.suppress(OSError):
-            client.shutdown(socket.SHUT_WR)
-
-    threads = [
-        threading.Thread(target=f, daemon=True) for f in (client_to_broker, broker_to_client)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    client.close()
-    upstream.close()
-
-
-def _serve(listener: socket.socket, broker_port: int, recorder: Recorder) -> None:
-    while True:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return
-        threading.Thread(target=_relay, args=(client, broker_port, recorder), daemon=True).start()
 
 
 def _settle(what: str, call: Any) -> None:
@@ -433,7 +312,7 @@ def main() -> int:
             kafka.up()
             broker_port = kafka.broker_addresses[1][1]
             threading.Thread(
-                target=_serve, args=(listener, broker_port, recorder), daemon=True
+                target=serve, args=(listener, broker_port, recorder, CLIENTS), daemon=True
             ).start()
             relay = f"127.0.0.1:{RELAY_PORT}"
             _confluent(relay)

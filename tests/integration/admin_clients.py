@@ -48,7 +48,7 @@ from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType
 from kio.schema.errors import ErrorCode
 
-from tests.integration.support import load_launcher
+from harness.local_kafka import java_executable
 
 ADMIN_OPS = Path(__file__).resolve().parent / "java" / "AdminOps.java"
 CLIENT_NAMES = ("java", "confluent", "kafka-python")
@@ -249,7 +249,7 @@ class JavaAdmin(AdminHarness):
         classpath: str,
         properties: Mapping[str, str] | None = None,
     ) -> None:
-        java = load_launcher().java_executable()
+        java = java_executable()
         # Lives as long as the JVM; close() closes it.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self._process = subprocess.Popen(

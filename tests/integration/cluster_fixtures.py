@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.support import REPO, ProxyProcess, load_launcher
+from harness import REPO
+from harness.local_kafka import LocalKafka
+from harness.proxy_process import ProxyProcess
 
 # Fixed ports stay below Linux's ephemeral range (32768-60999), where client sockets live.
 # Brokers 29092-29094, SASL 29192-29194, controller 29292, SSL 29392-29394, SASL_SSL
@@ -26,7 +28,6 @@ ENFORCING_NODE_PORT_BASE = 29900
 TEST_POLICY = REPO / "tests" / "integration" / "data" / "policy.yaml"
 LOG_KEEP_DIR = REPO / "test-logs"
 
-launcher = load_launcher()
 _failed: list[str] = []
 
 
@@ -39,9 +40,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A real 3-broker KRaft cluster (scripts/local_kafka.py); its logs are kept on failure."""
-    cluster = launcher.LocalKafka(
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A real 3-broker KRaft cluster (harness/local_kafka/); its logs are kept on failure."""
+    cluster = LocalKafka(
         tmp_path_factory.mktemp("kafka") / "cluster",
         brokers=3,
         port_base=CLUSTER_PORT_BASE,

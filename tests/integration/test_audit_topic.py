@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from harness.local_kafka import LocalKafka
+from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import BrokerView, ConfluentAdmin, NewTopicSpec
-from tests.integration.support import ProxyProcess, load_launcher
 from tests.integration.test_admin_clients import until
 from tests.integration.test_metrics import probe, scrape, total
 
@@ -40,7 +41,7 @@ PORTS = {"open": (28400, 28410, 28420), "closed": (28430, 28440, 28450)}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Two brokers, and the audit topic with its only replica on broker 2."""
-    kafka = load_launcher().LocalKafka(
+    kafka = LocalKafka(
         tmp_path_factory.mktemp("audit-kafka") / "cluster",
         brokers=2,
         port_base=PORT_BASE,

@@ -24,6 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import REPO
+from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
+from harness.local_kafka import LocalKafka
+from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import (
     AdminHarness,
     BrokerView,
@@ -33,9 +37,7 @@ from tests.integration.admin_clients import (
     NewTopicSpec,
     TopicOutcome,
 )
-from tests.integration.support import REPO, ProxyProcess, load_launcher
 from tests.integration.test_admin_clients import until
-from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +58,7 @@ def jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def policy_cluster(jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A 3-broker cluster with the reference policy on its brokers (and controllers)."""
-    cluster = load_launcher().LocalKafka(
+    cluster = LocalKafka(
         tmp_path_factory.mktemp("policy-cluster") / "cluster",
         brokers=3,
         port_base=POLICY_CLUSTER_PORT_BASE,

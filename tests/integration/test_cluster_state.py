@@ -20,12 +20,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from harness.ports import refused_port
 from policy.model import Fact
 from proxy.cluster.broker_defaults import CREATE_DEFAULTS
 from proxy.cluster.client import KafkaClient, SaslCredentials
 from proxy.cluster.reader import ClusterStateReader
 from proxy.cluster.unavailable import ClusterStateUnavailable
-from tests.ports import refused_port
 
 pytestmark = pytest.mark.integration
 

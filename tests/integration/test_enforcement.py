@@ -20,6 +20,9 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
 from codec.registry import request_class
+from harness.messages import build, metadata_request
+from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
+from harness.wire import WireClient
 from tests.integration.admin_clients import (
     AdminHarness,
     BrokerView,
@@ -33,9 +36,6 @@ from tests.integration.admin_clients import (
     admin_clients,
     close_all,
 )
-from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
-from tests.messages import build, metadata_request
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
 

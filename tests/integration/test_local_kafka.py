@@ -1,11 +1,10 @@
-"""The real-Kafka launcher (scripts/local_kafka.py) against the clusters it starts.
+"""The real-Kafka launcher (harness/local_kafka/) against the clusters it starts.
 
 One 3-node cluster on port base 27092 serves the whole module; a 1-node cluster on 27592
 checks the advertised-port override. Both are stopped however the tests end. Fixed ports stay
 below Linux's ephemeral range (32768-60999), where any outgoing connection could take them.
 """
 
-import importlib.util
 import json
 import socket
 import ssl
@@ -15,34 +14,30 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from harness import REPO
+from harness.local_kafka import (
+    TOOLS,
+    LocalKafka,
+    LocalKafkaError,
+    default_kafka_version,
+    ensure_jars,
+    fetch_broker_ids,
+    port_is_free,
+)
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 PORT_BASE = 27092
 SINGLE_PORT_BASE = 27592
 HOST = "127.0.0.1"
 
 
-def _load_launcher() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "local_kafka_under_test", REPO / "scripts" / "local_kafka.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-lk = _load_launcher()
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["lk.LocalKafka"]:
-    kafka = lk.LocalKafka(
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    kafka = LocalKafka(
         tmp_path_factory.mktemp("kafka") / "cluster", port_base=PORT_BASE, light_jvm=True
     )
     try:
@@ -52,8 +47,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator["lk.LocalKafka
         kafka.down()
 
 
-def _run(command: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+def _run(
+    command: list[str], timeout: float = 60, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd
+    )
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 15.0) -> bool:
@@ -80,7 +79,7 @@ def _sasl_config(tmp_path: Path, mechanism: str, user: str, password: str) -> Pa
     return path
 
 
-def test_every_node_reports_all_three_brokers(cluster: "lk.LocalKafka") -> None:
+def test_every_node_reports_all_three_brokers(cluster: LocalKafka) -> None:
     expected = {1: (HOST, 27092), 2: (HOST, 27093), 3: (HOST, 27094)}
     assert cluster.bootstrap_servers == "127.0.0.1:27092,127.0.0.1:27093,127.0.0.1:27094"
     assert cluster.sasl_bootstrap_servers == "127.0.0.1:27192,127.0.0.1:27193,127.0.0.1:27194"
@@ -91,10 +90,10 @@ def test_every_node_reports_all_three_brokers(cluster: "lk.LocalKafka") -> None:
     tls_ports = {base + i for base in (27392, 27492, 27592) for i in range(3)}
     assert cluster.all_broker_ports == {27092, 27093, 27094, 27192, 27193, 27194, 27292} | tls_ports
     for host, port in expected.values():
-        assert lk.fetch_broker_ids(host, port) == expected
+        assert fetch_broker_ids(host, port) == expected
 
 
-def test_tls_listeners_present_the_throwaway_ca(cluster: "lk.LocalKafka") -> None:
+def test_tls_listeners_present_the_throwaway_ca(cluster: LocalKafka) -> None:
     files = cluster.tls_files
     context = ssl.create_default_context(cafile=files.ca)
     with (
@@ -110,12 +109,12 @@ def test_tls_listeners_present_the_throwaway_ca(cluster: "lk.LocalKafka") -> Non
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
 
 
-def test_state_file_lets_a_second_instance_attach(cluster: "lk.LocalKafka") -> None:
+def test_state_file_lets_a_second_instance_attach(cluster: LocalKafka) -> None:
     state = json.loads(cluster.state_file.read_text())
     assert state["kafka_version"] == cluster.kafka_version
     assert [n["roles"] for n in state["nodes"]] == ["broker,controller", "broker", "broker"]
     # Constructor arguments that disagree with the running cluster are overridden by its state.
-    attached = lk.LocalKafka(cluster.directory, brokers=1, port_base=26092)
+    attached = LocalKafka(cluster.directory, brokers=1, port_base=26092)
     assert attached.is_running()
     assert attached.bootstrap_servers == cluster.bootstrap_servers
     assert attached.cluster_id == state["cluster_id"]
@@ -127,7 +126,7 @@ def test_state_file_lets_a_second_instance_attach(cluster: "lk.LocalKafka") -> N
     assert status.stderr.count("running (pid") == 3
 
 
-def test_brokers_log_to_files_in_their_node_folder(cluster: "lk.LocalKafka") -> None:
+def test_brokers_log_to_files_in_their_node_folder(cluster: LocalKafka) -> None:
     names = {(p.parent.name, p.name) for p in cluster.log_files()}
     for node in ("node-1", "node-2", "node-3"):
         assert {(node, "server.log"), (node, "kafka.log")} <= names
@@ -135,12 +134,12 @@ def test_brokers_log_to_files_in_their_node_folder(cluster: "lk.LocalKafka") -> 
 
 
 def _kafka_topics(
-    cluster: "lk.LocalKafka", bootstrap: str, *args: str
+    cluster: LocalKafka, bootstrap: str, *args: str
 ) -> subprocess.CompletedProcess[str]:
     return _run(cluster.tool_command("kafka-topics", "--bootstrap-server", bootstrap, *args))
 
 
-def test_kafka_topics_create_then_list(cluster: "lk.LocalKafka") -> None:
+def test_kafka_topics_create_then_list(cluster: LocalKafka) -> None:
     bootstrap = cluster.bootstrap_servers
     create = ("--create", "--topic", "launcher-t1", "--partitions", "3")
     created = _kafka_topics(cluster, bootstrap, *create, "--replication-factor", "3")
@@ -154,9 +153,7 @@ def test_kafka_topics_create_then_list(cluster: "lk.LocalKafka") -> None:
     assert "ReplicationFactor: 3" in described.stdout
 
 
-def test_sasl_listener_accepts_scram_and_plain_users(
-    cluster: "lk.LocalKafka", tmp_path: Path
-) -> None:
+def test_sasl_listener_accepts_scram_and_plain_users(cluster: LocalKafka, tmp_path: Path) -> None:
     sasl_server = cluster.sasl_bootstrap_servers.split(",")[1]
     users = [("SCRAM-SHA-256", "alice"), ("SCRAM-SHA-512", "bob"), ("PLAIN", "admin")]
     for mechanism, user in users:
@@ -169,45 +166,45 @@ def test_sasl_listener_accepts_scram_and_plain_users(
     assert "Authentication failed" in rejected.stdout + rejected.stderr
 
 
-def test_taken_port_fails_fast_with_a_clear_error(cluster: "lk.LocalKafka", tmp_path: Path) -> None:
-    clash = lk.LocalKafka(tmp_path / "clash", port_base=PORT_BASE)
-    with pytest.raises(lk.LocalKafkaError, match=r"port\(s\) already in use: 127\.0\.0\.1:27092"):
+def test_taken_port_fails_fast_with_a_clear_error(cluster: LocalKafka, tmp_path: Path) -> None:
+    clash = LocalKafka(tmp_path / "clash", port_base=PORT_BASE)
+    with pytest.raises(LocalKafkaError, match=r"port\(s\) already in use: 127\.0\.0\.1:27092"):
         clash.up(timeout=10)
     assert clash.state_file.exists() is False
-    launcher = str(REPO / "scripts" / "local_kafka.py")
+    launcher = [sys.executable, "-m", "harness.local_kafka"]  # from the checkout
     cli_dir = str(tmp_path / "clash-cli")
-    cli = _run([sys.executable, launcher, "up", "--dir", cli_dir, "--port-base", str(PORT_BASE)])
+    cli = _run([*launcher, "up", "--dir", cli_dir, "--port-base", str(PORT_BASE)], cwd=REPO)
     assert cli.returncode == 2
     assert cli.stdout == ""
     assert cli.stderr.count("\n") == 1
     assert cli.stderr.startswith("local-kafka: error: port(s) already in use")
 
 
-def test_add_broker_joins_metadata_and_stop_broker_leaves_it(cluster: "lk.LocalKafka") -> None:
+def test_add_broker_joins_metadata_and_stop_broker_leaves_it(cluster: LocalKafka) -> None:
     node_id = cluster.add_broker()
     assert node_id == 4
     assert cluster.broker_addresses[4] == (HOST, 27095)
-    assert set(lk.fetch_broker_ids(HOST, 27092)) == {1, 2, 3, 4}
-    assert set(lk.fetch_broker_ids(HOST, 27095)) == {1, 2, 3, 4}
+    assert set(fetch_broker_ids(HOST, 27092)) == {1, 2, 3, 4}
+    assert set(fetch_broker_ids(HOST, 27095)) == {1, 2, 3, 4}
     assert {27095, 27195} <= cluster.all_broker_ports
     cluster.stop_broker(4)
     assert 4 not in cluster.broker_addresses
-    assert lk.port_is_free(27095)
+    assert port_is_free(27095)
     # Controlled shutdown fences the broker, so every node's Metadata drops it promptly.
-    assert _eventually(lambda: set(lk.fetch_broker_ids(HOST, 27092)) == {1, 2, 3}, 5.0)
+    assert _eventually(lambda: set(fetch_broker_ids(HOST, 27092)) == {1, 2, 3}, 5.0)
 
 
-def test_down_stops_every_jvm_and_frees_the_ports(cluster: "lk.LocalKafka") -> None:
+def test_down_stops_every_jvm_and_frees_the_ports(cluster: LocalKafka) -> None:
     ports = cluster.all_broker_ports
     pids = [n["pid"] for n in json.loads(cluster.state_file.read_text())["nodes"] if n["pid"]]
     cluster.down()
     assert not cluster.directory.exists()
-    assert [port for port in sorted(ports) if not lk.port_is_free(port)] == []
+    assert [port for port in sorted(ports) if not port_is_free(port)] == []
     assert all(not Path(f"/proc/{pid}").exists() for pid in pids)
 
 
 def test_advertised_port_override(tmp_path: Path) -> None:
-    kafka = lk.LocalKafka(
+    kafka = LocalKafka(
         tmp_path / "single",
         brokers=1,
         port_base=SINGLE_PORT_BASE,
@@ -217,20 +214,20 @@ def test_advertised_port_override(tmp_path: Path) -> None:
     try:
         assert kafka.up(timeout=120) == f"{HOST}:{SINGLE_PORT_BASE}"
         assert kafka.broker_addresses == {1: (HOST, SINGLE_PORT_BASE)}
-        assert lk.fetch_broker_ids(HOST, SINGLE_PORT_BASE) == {1: (HOST, 27599)}
+        assert fetch_broker_ids(HOST, SINGLE_PORT_BASE) == {1: (HOST, 27599)}
     finally:
         kafka.down()
 
 
 def test_every_tool_main_class_is_in_the_jars() -> None:
-    libs = lk.ensure_jars(lk.default_kafka_version())
+    libs = ensure_jars(default_kafka_version())
     classes: set[str] = set()
     for jar in libs.glob("kafka*.jar"):
         with zipfile.ZipFile(jar) as archive:
             classes.update(archive.namelist())
     missing = {
         name: main
-        for name, main in lk.TOOLS.items()
+        for name, main in TOOLS.items()
         if main.replace(".", "/") + ".class" not in classes
     }
     assert missing == {}
@@ -239,4 +236,4 @@ def test_every_tool_main_class_is_in_the_jars() -> None:
         "kafka-consumer-groups kafka-delete-records kafka-reassign-partitions kafka-storage "
         "kafka-metadata-quorum"
     )
-    assert set(required.split()) <= lk.TOOLS.keys()
+    assert set(required.split()) <= TOOLS.keys()

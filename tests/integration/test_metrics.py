@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import BrokerView, ConfigOp, ConfluentAdmin, NewTopicSpec
-from tests.integration.support import ProxyProcess
 from tests.integration.test_admin_clients import until
 
 pytestmark = pytest.mark.integration

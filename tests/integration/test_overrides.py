@@ -19,6 +19,7 @@ import yaml
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
+from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import (
     AdminHarness,
     BrokerView,
@@ -27,7 +28,6 @@ from tests.integration.admin_clients import (
     JavaAdmin,
     NewTopicSpec,
 )
-from tests.integration.support import ProxyProcess
 from tests.integration.test_admin_clients import until
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The 2-minute soak (`bench/soak.py --minutes 2 --quick`): no record lost, duplicated or
+"""The 2-minute soak (`python -m bench.soak --minutes 2 --quick`): no record lost, duplicated or
 misordered, no response out of order and no wrong decision while a broker restarts, the
 controller crashes, leaders move, the policy reloads, the cluster state hangs and a worker
 is killed, on its own cluster (ports 20092+) and proxy (20700+)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.support import REPO
+from harness import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,8 @@ def test_the_quick_soak_loses_nothing_and_decides_right(tmp_path: Path) -> None:
     result = subprocess.run(
         [
             sys.executable,
-            str(REPO / "bench" / "soak.py"),
+            "-m",
+            "bench.soak",
             "--minutes",
             "2",
             "--quick",
@@ -32,6 +33,7 @@ def test_the_quick_soak_loses_nothing_and_decides_right(tmp_path: Path) -> None:
         text=True,
         timeout=900,
         check=False,
+        cwd=REPO,
     )
     report_file = tmp_path / "soak.json"
     assert report_file.is_file(), result.stderr[-3000:]

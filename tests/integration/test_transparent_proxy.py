@@ -17,9 +17,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
 from codec.registry import request_class
-from tests.integration.support import BrokerConnectionWatcher, ProxyProcess
-from tests.messages import build, metadata_request
-from tests.wire import WireClient
+from harness.messages import build, metadata_request
+from harness.proxy_process import ProxyProcess
+from harness.wire import WireClient
+from tests.integration.connection_watcher import BrokerConnectionWatcher
 
 pytestmark = pytest.mark.integration
 

@@ -20,6 +20,8 @@ import yaml
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
 
+from harness.proxy_process import ProxyProcess
+from harness.throwaway_ca import ThrowawayCa
 from tests.integration.admin_clients import (
     BrokerView,
     NewTopicSpec,
@@ -27,7 +29,6 @@ from tests.integration.admin_clients import (
     admin_clients,
     close_all,
 )
-from tests.integration.support import ProxyProcess, load_launcher
 from tests.integration.test_admin_clients import until
 
 pytestmark = pytest.mark.integration
@@ -72,7 +73,7 @@ SCENARIOS = [
 @pytest.fixture(scope="module")
 def listener_ca(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A second throwaway CA: it signs the proxy's own listener certificate."""
-    ca = load_launcher().throwaway_ca().ThrowawayCa(tmp_path_factory.mktemp("ca"), "listener-ca")
+    ca = ThrowawayCa(tmp_path_factory.mktemp("ca"), "listener-ca")
     ca.issue("listener", server=True)
     return ca
 

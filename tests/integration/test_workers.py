@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import ConfluentAdmin, NewTopicSpec
-from tests.integration.support import ProxyProcess
 from tests.integration.test_admin_clients import until
 from tests.integration.test_metrics import probe, scrape, total
 

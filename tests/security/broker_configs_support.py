@@ -28,12 +28,12 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResourceType
 
 from codec.registry import request_class
+from harness.messages import build
+from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
+from harness.wire import WireClient
 from tests.integration.cluster_fixtures import TEST_POLICY
-from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
-from tests.messages import build
 from tests.security.kafka_tools import tool
 from tests.security.raw import fence
-from tests.wire import WireClient
 
 SASL_BOOTSTRAP_PORT = 30800
 SASL_NODE_PORT_BASE = 30810  # node N on 30810 + N

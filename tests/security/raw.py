@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from codec.registry import request_class
-from tests.messages import build, metadata_request
-from tests.wire import WireClient
+from harness.messages import build, metadata_request
+from harness.wire import WireClient
 
 
 def address(bootstrap: str) -> tuple[str, int]:

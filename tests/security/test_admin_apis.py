@@ -32,12 +32,12 @@ from confluent_kafka.admin import (
 
 from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
 from codec.registry import request_class
+from harness.messages import build
+from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
+from harness.wire import WireClient
 from tests.integration.cluster_fixtures import TEST_POLICY
-from tests.integration.support import ProxyProcess, sasl_enforcing_proxy
 from tests.integration.test_enforcement import make_topic, settled
-from tests.messages import build
 from tests.security.kafka_tools import command_config, tool
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
 

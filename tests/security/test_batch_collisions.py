@@ -19,6 +19,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from codec.registry import request_class
+from harness.messages import build
+from harness.proxy_process import ProxyProcess
+from harness.wire import WireClient
 from tests.integration.admin_clients import (
     AdminHarness,
     NewTopicSpec,
@@ -26,9 +29,6 @@ from tests.integration.admin_clients import (
     admin_clients,
     close_all,
 )
-from tests.integration.support import ProxyProcess
-from tests.messages import build
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
 

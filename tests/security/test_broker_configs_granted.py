@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType
 
-from tests.integration.support import ProxyProcess
+from harness.proxy_process import ProxyProcess
 from tests.security.broker_configs_support import (
     ALICE,
     BOB,

@@ -23,8 +23,8 @@ import yaml
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.proxy_process import ProxyProcess
 from policy.revision import policy_revision
-from tests.integration.support import ProxyProcess
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from codec.registry import request_class
+from harness.messages import build, metadata_request
+from harness.proxy_process import ProxyProcess
+from harness.wire import WireClient
 from tests.integration.cluster_fixtures import TEST_POLICY
-from tests.integration.support import ProxyProcess
-from tests.messages import build, metadata_request
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from harness.messages import metadata_request
+from harness.proxy_process import ProxyProcess
+from harness.wire import WireClient
 from tests.integration.admin_clients import BrokerView
-from tests.integration.support import ProxyProcess
-from tests.messages import metadata_request
 from tests.security.raw import (
     auto_create_request,
     client,
@@ -28,7 +29,6 @@ from tests.security.raw import (
     fence,
     wait_until,
 )
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import BrokerView, JavaAdmin
-from tests.integration.support import ProxyProcess
 from tests.security.raw import client, create, delete_by_id_request, fence
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from typing import Any
 
 from codec.guarded.base import element_class
 from codec.registry import request_class, response_class
-from tests.messages import build
+from harness.messages import build
 
 TOPIC = 2
 BROKER = 4

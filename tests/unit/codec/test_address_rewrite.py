@@ -2,14 +2,13 @@
 
 import dataclasses
 import importlib
-import uuid
 from typing import Any
 
 import pytest
 
 from codec.addresses import find_addresses
 from codec.registry import decode_exact, encode, response_class
-from tests.messages import build
+from harness.messages import build, metadata_response
 
 
 def _module(api_key: int, version: int) -> Any:
@@ -18,50 +17,6 @@ def _module(api_key: int, version: int) -> Any:
 
 def _proxy(node: int) -> tuple[str, int]:
     return "proxy.local", 9200 + node
-
-
-def metadata_response(version: int, topics: int = 3, partitions: int = 1) -> Any:
-    """A Metadata response with brokers 1-3 on internal addresses."""
-    m = _module(3, version)
-    brokers = tuple(
-        build(m.MetadataResponseBroker, node_id=n, host=f"broker-{n}.internal", port=9092)
-        for n in (1, 2, 3)
-    )
-    parts = tuple(
-        build(
-            m.MetadataResponsePartition,
-            error_code=0,
-            partition_index=p,
-            leader_id=1,
-            leader_epoch=0,
-            replica_nodes=(1, 2),
-            isr_nodes=(1, 2),
-            offline_replicas=(),
-        )
-        for p in range(partitions)
-    )
-    top = tuple(
-        build(
-            m.MetadataResponseTopic,
-            error_code=0,
-            name=f"topic-{i}",
-            topic_id=uuid.uuid4(),
-            is_internal=False,
-            partitions=parts,
-            topic_authorized_operations=-2147483648,
-        )
-        for i in range(topics)
-    )
-    return build(
-        m.MetadataResponse,
-        throttle_time=0,
-        brokers=brokers,
-        cluster_id="c",
-        controller_id=1,
-        topics=top,
-        cluster_authorized_operations=-2147483648,
-        error_code=0,
-    )
 
 
 @pytest.mark.parametrize("version", range(4, 14))

@@ -14,7 +14,7 @@ from codec.api_classes import CLUSTER_MUTATIONS
 from codec.api_versions import proxy_range
 from codec.errors import CodecError
 from codec.registry import decode_exact, encode, request_class, response_class
-from tests.messages import build
+from harness.messages import build
 
 MESSAGE = "[admin-apis] User:ANONYMOUS may not call it"
 

@@ -22,7 +22,7 @@ from codec.api_versions import cap_response, proxy_range, supports
 from codec.errors import api_name
 from codec.guarded import GUARDED_API_KEYS
 from codec.registry import decode_exact, encode, known_versions, response_class
-from tests.messages import build
+from harness.messages import build
 
 SECURITY_DOC = Path(__file__).resolve().parents[3] / "docs" / "security.md"
 

@@ -13,7 +13,7 @@ from codec.api_versions import (
     unsupported_version_response,
 )
 from codec.registry import decode_exact, encode, known_versions, response_class
-from tests.messages import build
+from harness.messages import build
 
 
 def _response(version: int, entries: list[tuple[int, int, int]], error_code: int = 0) -> bytes:

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from codec.guarded import guarded_api
 from codec.guarded.base import element_class
 from codec.registry import request_class, response_class
-from tests.messages import build
+from harness.messages import build
 from tests.unit.codec.guarded_cases import CASES
 
 INVALID_REQUEST = 42

@@ -16,7 +16,7 @@ from codec.header import (
     response_header_size,
 )
 from codec.registry import decode_exact, encode, request_class
-from tests.messages import build
+from harness.messages import build
 
 
 def _produce(version: int, acks: int, transactional_id: str | None) -> bytes:

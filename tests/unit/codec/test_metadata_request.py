@@ -15,7 +15,7 @@ from codec.metadata_request import (
     without_auto_create,
 )
 from codec.registry import encode, request_class
-from tests.messages import build
+from harness.messages import build
 
 
 def _request(

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from codec.guarded import Denial, guarded_api
 from codec.registry import decode_exact, request_class, response_class
-from tests.messages import build
+from harness.messages import build
 
 KNOWN = uuid.UUID("0f6c9a1e-3b0a-4a8e-9d51-2f9f7e3c1a01")
 UNKNOWN = uuid.UUID("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")

@@ -20,7 +20,7 @@ from codec.topic_view import (
     IncrementalAlterConfigsItem,
     ReassignmentItem,
 )
-from tests.messages import build
+from harness.messages import build
 
 
 def _decoded(key: int, version: int, **fields: object) -> object:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 from policy.builders import (
     alter_configs_request,
     create_partitions_request,
@@ -21,7 +22,6 @@ from policy.engine import CompiledPolicy
 from policy.java_policy import altered_configs
 from policy.loader import PolicyError, load_policy
 from policy.model import ConfigMap, Principal, TopicState
-from tests.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 
 WHO = Principal("User:alice")
 CLUSTER = InMemoryCluster()

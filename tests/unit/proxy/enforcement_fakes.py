@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from codec.registry import request_class
+from harness.messages import build
 from policy.cluster import InMemoryCluster
 from policy.model import Fact
 from proxy.audit.file_sink import AuditLog
 from proxy.audit.recorder import DecisionRecorder
 from proxy.cluster.live_facts import LiveFacts
 from proxy.cluster.unavailable import ClusterStateUnavailable
-from tests.messages import build
 
 
 class FakeReader:

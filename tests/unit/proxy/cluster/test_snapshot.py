@@ -38,12 +38,12 @@ from kio.static.primitive import i8, i16, i32
 
 from codec.header import peek_request_header, request_body_offset, response_header
 from codec.registry import decode_exact, encode, request_class
+from harness.ports import refused_port
 from kafka_policy_proxy import main
 from policy.model import TopicState
 from proxy.cluster.broker_defaults import topic_defaults
 from proxy.cluster.snapshot import write_snapshot
 from proxy.cluster.unavailable import ClusterStateUnavailable
-from tests.ports import refused_port
 
 # name -> replica lists by partition.
 TOPICS: dict[str, list[list[int]]] = {

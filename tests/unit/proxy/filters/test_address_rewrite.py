@@ -6,9 +6,9 @@ import importlib
 import inspect
 
 from codec.registry import decode_exact, encode, response_class
+from harness.messages import build
 from proxy.filters.address_rewrite import AddressRewriteFilter
 from proxy.filters.api import Forward
-from tests.messages import build
 from tests.unit.proxy.contexts import context, settle
 
 

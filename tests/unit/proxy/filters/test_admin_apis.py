@@ -13,12 +13,12 @@ from codec.admin_denials import filled
 from codec.api_classes import CLUSTER_MUTATIONS
 from codec.api_versions import proxy_range
 from codec.registry import decode_exact, request_class, response_class
+from harness.messages import build
 from policy.decision_log import DecisionRecord
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
 from proxy.filters.admin_apis import AdminApiFilter
 from proxy.filters.api import Answer, Close, Forward, Verdict
-from tests.messages import build
 from tests.unit.proxy.contexts import context
 from tests.unit.proxy.enforcement_fakes import Records
 

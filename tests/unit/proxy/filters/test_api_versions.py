@@ -8,9 +8,9 @@ import struct
 from codec.api_versions import VERSION_CAPS
 from codec.framing import framed
 from codec.registry import decode_exact, encode, response_class
+from harness.messages import build
 from proxy.filters.api import Answer, Forward
 from proxy.filters.api_versions import ApiVersionsFilter
-from tests.messages import build
 from tests.unit.proxy.contexts import context, context_of, settle
 
 UNSUPPORTED_VERSION = 35

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from codec.registry import decode_exact, encode, request_class, response_class
+from harness.messages import build
 from policy.cluster import InMemoryCluster
 from policy.engine import CompiledPolicy
 from policy.loader import load_policy
 from policy.model import ConfigMap, TopicState
 from proxy.filters.api import Answer, Forward, ForwardModified
 from proxy.filters.topic_policy import TopicPolicyFilter
-from tests.messages import build
 from tests.unit.proxy.contexts import context
 from tests.unit.proxy.enforcement_fakes import FakeReader, Records, create_topics, live_facts
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 from codec.framing import framed
 from codec.header import response_header
 from codec.registry import request_class
+from harness.messages import build
 from proxy.filters.api import (
     Answer,
     Close,
@@ -31,7 +32,6 @@ from proxy.net.actions import (
     StopReading,
 )
 from proxy.net.conversation import STREAM_REQUEST_AFTER, Conversation
-from tests.messages import build
 from tests.unit.proxy.contexts import request_frame
 
 LIST_OFFSETS, FETCH, CREATE_TOPICS, SASL_AUTHENTICATE = 2, 1, 19, 36

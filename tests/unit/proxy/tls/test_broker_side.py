@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
+from harness.throwaway_ca import ThrowawayCa
 from proxy.cluster.client import KafkaClient
 from proxy.cluster.discovery import brokers_request
 from proxy.config import UpstreamTlsConfig
 from proxy.tls.broker_side import BrokerTlsError, UpstreamTlsError, client_context
-from tests.integration.support import load_launcher
 
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A throwaway CA with a broker (127.0.0.1 only) and a client certificate."""
-    ca = load_launcher().throwaway_ca().ThrowawayCa(tmp_path_factory.mktemp("ca"))
+    ca = ThrowawayCa(tmp_path_factory.mktemp("ca"))
     ca.issue("broker", server=True)
     ca.issue("proxy", server=False)
     ca.issue("locked", server=False, key_password="s3cret")
@@ -141,7 +141,7 @@ async def failure(host: str, port: int, config: UpstreamTlsConfig) -> str:
 async def test_handshake_failures_name_the_setting(
     ca: Any, broker: dict[str, int], tmp_path: Path
 ) -> None:
-    other = load_launcher().throwaway_ca().ThrowawayCa(tmp_path, "other-ca")
+    other = ThrowawayCa(tmp_path, "other-ca")
     port = broker["tls"]
     assert "not signed by a CA in upstream.tls.ca_file" in await failure(
         "127.0.0.1", port, tls(ca_file=other.cert)

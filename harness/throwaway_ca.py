@@ -3,9 +3,9 @@
 By default a server certificate names only the IP address 127.0.0.1, so a client that dials
 `localhost` sees a hostname mismatch, as it would with a wrongly named production broker.
 
-As a command (docker-compose.tls.yml runs it): `python throwaway_ca.py DIR [--dns NAME ...]`
-writes ca.pem, a broker certificate for the names with its Kafka PEM keystore, and a client
-certificate `proxy` for mTLS, into DIR.
+As a command (docker-compose.tls.yml runs it),
+`python -m harness.throwaway_ca DIR [--dns NAME ...]` writes ca.pem, a broker certificate for
+the names with its Kafka PEM keystore, and a client certificate `proxy` for mTLS, into DIR.
 """
 
 from __future__ import annotations

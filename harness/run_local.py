@@ -1,7 +1,8 @@
 """`make run`: a local 3-broker Kafka cluster plus the proxy with the example config.
 
-Prints the bootstrap.servers to use on a line of its own, stays in the foreground, and on
-Ctrl-C or SIGTERM stops the proxy and the cluster it started.
+Run as `python -m harness.run_local` from the checkout. Prints the bootstrap.servers to use
+on a line of its own, stays in the foreground, and on Ctrl-C or SIGTERM stops the proxy and
+the cluster it started.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import local_kafka  # noqa: E402
+from harness import REPO
+from harness.local_kafka import LocalKafka, LocalKafkaError
 
 CONFIG = REPO / "examples" / "proxy.yaml"
 PROXY_BOOTSTRAP = "127.0.0.1:9192"
@@ -24,11 +23,11 @@ PROXY_BOOTSTRAP = "127.0.0.1:9192"
 
 def main() -> int:
     """Start the cluster and the proxy; stop both on a signal."""
-    cluster = local_kafka.LocalKafka(REPO / ".kafka", brokers=3, port_base=19092)
+    cluster = LocalKafka(REPO / ".kafka", brokers=3, port_base=19092)
     started_cluster = not cluster.is_running()
     try:
         cluster.up(timeout=180)
-    except local_kafka.LocalKafkaError as exc:
+    except LocalKafkaError as exc:
         print(f"run: {exc}", file=sys.stderr)
         return exc.exit_code
     proxy = subprocess.Popen(

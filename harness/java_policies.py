@@ -8,7 +8,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.integration.support import REPO, load_launcher
+from harness import REPO
+from harness.local_kafka import default_kafka_version, ensure_jars
 
 REFERENCE_SOURCE = REPO / "examples" / "java-policy" / "src" / "com" / "example" / "policy"
 REFERENCE_CLASS = "com.example.policy.ReferencePolicy"
@@ -16,9 +17,8 @@ REFERENCE_CLASS = "com.example.policy.ReferencePolicy"
 
 def kafka_clients_jar() -> Path:
     """The kafka-clients jar of the Kafka version the local clusters run (from Maven, cached)."""
-    launcher = load_launcher()
-    version = launcher.default_kafka_version()
-    return Path(launcher.ensure_jars(version)) / f"kafka-clients-{version}.jar"
+    version = default_kafka_version()
+    return ensure_jars(version) / f"kafka-clients-{version}.jar"
 
 
 def build_jar(out: Path, sources: Mapping[str, str] | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""A blocking raw Kafka wire client for tests: send kio messages, read decoded responses."""
+"""A blocking raw Kafka wire client for tests and benches: send kio messages, read responses."""
 
 from __future__ import annotations
 

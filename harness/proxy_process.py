@@ -1,50 +1,19 @@
-"""Shared pieces of the integration tests: the launcher, the proxy process, a connection watcher."""
+"""The proxy run as users run it (`kafka-policy-proxy run --config FILE`), for tests and benches."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def load_launcher() -> ModuleType:
-    """Import scripts/local_kafka.py (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "local_kafka", REPO / "scripts" / "local_kafka.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("local_kafka", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def wait_for_port(port: int, timeout: float = 20.0) -> None:
-    """Wait until something accepts connections on 127.0.0.1:port."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+from harness.ports import wait_for_port
 
 
 class ProxyProcess:
@@ -160,79 +129,3 @@ def sasl_enforcing_proxy(
     )
     process.audit_path = audit
     return process
-
-
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-    except OSError:
-        pass
-    return inodes
-
-
-def _tcp_remote_ports(inodes: set[str]) -> set[int]:
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[9] in inodes:
-                ports.add(int(fields[2].rsplit(":", 1)[1], 16))
-    return ports
-
-
-class BrokerConnectionWatcher:
-    """Samples the TCP connections of some processes and records any to a broker port.
-
-    Sockets that already exist when watching starts are left out: other tests in the same
-    process may hold direct broker connections on purpose (to check the brokers' view).
-    """
-
-    def __init__(self, broker_ports: Iterable[int], pids: Iterable[int] = ()) -> None:
-        self.broker_ports = set(broker_ports)
-        self.pids = {os.getpid(), *pids}
-        self.seen_ports: set[int] = set()
-        self.violations: set[int] = set()
-        self._baseline: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> BrokerConnectionWatcher:
-        self._baseline = _socket_inodes(os.getpid())
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-
-    def watch(self, pid: int) -> None:
-        """Also watch this process (e.g. a Java CLI tool)."""
-        self.pids.add(pid)
-
-    def sample(self) -> None:
-        """Look at the watched processes' connections once."""
-        inodes: set[str] = set()
-        for pid in list(self.pids):
-            inodes |= _socket_inodes(pid)
-        ports = _tcp_remote_ports(inodes - self._baseline)
-        self.seen_ports |= ports
-        self.violations |= ports & self.broker_ports
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            self.sample()
-
-
-PROXY_ADDRESS = re.compile(r"127\.0\.0\.1:\d+")

@@ -1,0 +1,1 @@
+"""Benchmarks: each runs as `python -m bench.<name>` from the checkout (docs/benchmarks.md)."""
