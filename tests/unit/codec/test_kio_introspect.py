@@ -7,7 +7,7 @@ a wrong pre-scan or strategy somewhere else.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib
 import re
 import sys
 from typing import Any
@@ -21,7 +21,6 @@ from kio.schema.describe_topic_partitions.v0.response import (
 from kio.schema.metadata.v12.response import MetadataResponsePartition
 from kio.schema.types import BrokerId
 
-from codec import kio_introspect
 from codec.kio_introspect import (
     KIO_VERSION,
     EntityField,
@@ -85,7 +84,8 @@ def test_a_kio_without_the_private_module_fails_on_import_naming_the_version(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "kio.serial._introspect", None)  # as if kio dropped it
-    spec = importlib.util.spec_from_file_location("kio_introspect_copy", kio_introspect.__file__)
-    assert spec is not None and spec.loader is not None
+    # A fresh import of the adapter; monkeypatch puts the loaded one back afterwards.
+    monkeypatch.delitem(sys.modules, "codec.kio_introspect")
     with pytest.raises(ImportError, match=rf"kio {re.escape(KIO_VERSION)} no longer provides"):
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        importlib.import_module("codec.kio_introspect")
+    assert "codec.kio_introspect" not in sys.modules  # the failed import left nothing behind
