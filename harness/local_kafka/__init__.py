@@ -5,8 +5,9 @@ Stdlib only, except for the throwaway CA of the TLS listeners (harness/throwaway
 line is `python -m harness.local_kafka` (scripts/local-kafka).
 """
 
-from harness.local_kafka.cluster import LocalKafka, TlsFiles
+from harness.local_kafka.cluster import LocalKafka
 from harness.local_kafka.jars import TOOLS, ensure_jars, jar_classpath, java_executable
+from harness.local_kafka.node_config import TlsFiles
 from harness.local_kafka.probe import fetch_broker_ids, port_is_free
 from harness.local_kafka.report import LocalKafkaError
 from harness.local_kafka.settings import default_kafka_version

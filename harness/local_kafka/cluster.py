@@ -1,13 +1,8 @@
-"""The local KRaft cluster: node 1 is broker and controller, the others brokers, as plain JVMs.
-
-If its directory holds the state of a running cluster, a LocalKafka attaches to it, so a
-second process can inspect or stop a cluster another one started.
-"""
+"""LocalKafka: the local KRaft cluster's state, its view for clients, and its lifecycle."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -28,7 +23,12 @@ from harness.local_kafka.node import (
     node_key,
     plan_node,
 )
-from harness.local_kafka.node_config import make_certificates, node_properties, write_node_files
+from harness.local_kafka.node_config import (
+    TlsFiles,
+    make_certificates,
+    node_properties,
+    write_node_files,
+)
 from harness.local_kafka.probe import check_ports_free, fetch_broker_ids, pid_alive
 from harness.local_kafka.processes import (
     format_storage,
@@ -48,15 +48,6 @@ from harness.local_kafka.settings import (
     STATE_FILE,
     default_kafka_version,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class TlsFiles:
-    """PEM files of a running cluster's TLS listeners."""
-
-    ca: Path  # signs the broker certificate (which names IP 127.0.0.1 only)
-    client_cert: Path  # accepted by the MTLS listener; subject CN=proxy
-    client_key: Path
 
 
 class LocalKafka:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -132,6 +133,15 @@ def write_node_files(node: Node, directory: Path, properties: Mapping[str, str])
             state_change_log=quoteattr(str(folder / "state-change.log")),
         )
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a running cluster's TLS listeners."""
+
+    ca: Path  # signs the broker certificate (which names IP 127.0.0.1 only)
+    client_cert: Path  # accepted by the MTLS listener; subject CN=proxy
+    client_key: Path
 
 
 def make_certificates(directory: Path) -> None:
