@@ -16,7 +16,6 @@ import asyncio
 import itertools
 import json
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -27,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench import soak_admin as admin
 from bench import soak_faults as faults
 from bench import soak_traffic as traffic
 from harness import REPO
@@ -82,69 +81,6 @@ def create_topics(bootstrap: str) -> None:
     )
     for future in futures.values():
         future.result(60)
-
-
-class Reloader(threading.Thread):
-    """Every `every` seconds, SIGHUP with the next of: policy A, policy B, an invalid file.
-
-    After each, /metrics must show the reload counted as ok or failed, and the revision in
-    force must be the new one (or, after the invalid file, still the old one).
-    """
-
-    def __init__(
-        self, proxy: ProxyProcess, path: Path, every: float, quiet: threading.Lock
-    ) -> None:
-        super().__init__(name="reloader", daemon=True)
-        self.proxy, self.path, self.every = proxy, path, every
-        # Held while a worker is being replaced: a worker starting misses the SIGHUP.
-        self.quiet = quiet
-        base = path.read_text()
-        # B: A plus a rule no traffic meets, so both give the traffic the same decisions.
-        document = yaml.safe_load(base)
-        document["rules"].append(
-            {"name": "soak-extra", "match": {"topic_prefix": "never."}, "deny": True}
-        )
-        self.texts = [
-            ("b", yaml.safe_dump(document, sort_keys=False), True),
-            ("invalid", "rules: [{name: a\n", False),
-            ("a", base, True),
-        ]
-        self.reloads = 0
-        self.mismatches: list[str] = []
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        index = 0
-        while not self.stopping.wait(self.every):
-            name, text, valid = self.texts[index % len(self.texts)]
-            index += 1
-            with self.quiet:
-                try:
-                    self._reload(name, text, valid)
-                except OSError as exc:  # urllib's errors are OSErrors
-                    self.mismatches.append(f"reload {name}: /metrics unreachable ({exc})")
-
-    def _reload(self, name: str, text: str, valid: bool) -> None:
-        """One reload, checked on /metrics."""
-        before = faults.scrape(ADMIN_PORT)
-        revision = faults.live_revision(before)
-        self.path.write_text(text)
-        self.proxy.process.send_signal(signal.SIGHUP)
-        result = "ok" if valid else "failed"
-        want = faults.metric_total(before, "kpp_policy_reloads_total", result=result) + 2
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            now = faults.scrape(ADMIN_PORT)
-            if faults.metric_total(now, "kpp_policy_reloads_total", result=result) >= want:
-                break
-            time.sleep(0.5)
-        else:
-            self.mismatches.append(f"reload {name}: both workers did not count it {result}")
-            return
-        after = faults.live_revision(faults.scrape(ADMIN_PORT))
-        if valid == (after == revision):
-            self.mismatches.append(f"reload {name}: revision {revision} -> {after}")
-        self.reloads += 1
 
 
 def rates(phases: list[tuple[float, str]], latencies: dict[str, list[float]]) -> dict[str, float]:
@@ -230,10 +166,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             on_loop(traffic.slow_readers(host, port, shape.slow, tally, stop)),
             on_loop(traffic.connection_churn(host, port, shape.new_per_s, tally, stop)),
             on_loop(
-                traffic.admin_traffic(
+                admin.admin_traffic(
                     host,
                     port,
-                    traffic.AdminTopics(TARGET, PROTECTED),
+                    admin.AdminTopics(TARGET, PROTECTED),
                     phase=phase,
                     tally=tally,
                     stop=stop,
@@ -275,7 +211,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         enter("warmup")
         time.sleep(shape.warmup_s)
         quiet = threading.Lock()
-        reloader = Reloader(proxy, policy, shape.reload_every_s, quiet)
+        reloader = faults.Reloader(proxy, policy, shape.reload_every_s, quiet, ADMIN_PORT)
         reloader.start()
         deadline = started + args.minutes * 60
 

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from harness.proxy_process import ProxyProcess
 
 
 class StateRelay:
@@ -235,3 +238,72 @@ def chart(
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+class Reloader(threading.Thread):
+    """Every `every` seconds, SIGHUP with the next of: policy A, policy B, an invalid file.
+
+    After each, /metrics must show the reload counted as ok or failed, and the revision in
+    force must be the new one (or, after the invalid file, still the old one).
+    """
+
+    def __init__(
+        self,
+        proxy: ProxyProcess,
+        path: Path,
+        every: float,
+        quiet: threading.Lock,
+        admin_port: int,
+    ) -> None:
+        super().__init__(name="reloader", daemon=True)
+        self.proxy, self.path, self.every = proxy, path, every
+        self.admin_port = admin_port
+        # Held while a worker is being replaced: a worker starting misses the SIGHUP.
+        self.quiet = quiet
+        base = path.read_text()
+        # B: A plus a rule no traffic meets, so both give the traffic the same decisions.
+        document = yaml.safe_load(base)
+        document["rules"].append(
+            {"name": "soak-extra", "match": {"topic_prefix": "never."}, "deny": True}
+        )
+        self.texts = [
+            ("b", yaml.safe_dump(document, sort_keys=False), True),
+            ("invalid", "rules: [{name: a\n", False),
+            ("a", base, True),
+        ]
+        self.reloads = 0
+        self.mismatches: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        index = 0
+        while not self.stopping.wait(self.every):
+            name, text, valid = self.texts[index % len(self.texts)]
+            index += 1
+            with self.quiet:
+                try:
+                    self._reload(name, text, valid)
+                except OSError as exc:  # urllib's errors are OSErrors
+                    self.mismatches.append(f"reload {name}: /metrics unreachable ({exc})")
+
+    def _reload(self, name: str, text: str, valid: bool) -> None:
+        """One reload, checked on /metrics."""
+        before = scrape(self.admin_port)
+        revision = live_revision(before)
+        self.path.write_text(text)
+        self.proxy.process.send_signal(signal.SIGHUP)
+        result = "ok" if valid else "failed"
+        want = metric_total(before, "kpp_policy_reloads_total", result=result) + 2
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            now = scrape(self.admin_port)
+            if metric_total(now, "kpp_policy_reloads_total", result=result) >= want:
+                break
+            time.sleep(0.5)
+        else:
+            self.mismatches.append(f"reload {name}: both workers did not count it {result}")
+            return
+        after = live_revision(scrape(self.admin_port))
+        if valid == (after == revision):
+            self.mismatches.append(f"reload {name}: revision {revision} -> {after}")
+        self.reloads += 1
