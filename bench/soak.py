@@ -4,9 +4,9 @@ the proxy and the policy change underneath. Exits 1 on any lost, duplicated or m
 record, misordered response, wrong decision or mishandled reload.
 
 Run: make soak, or .venv/bin/python -m bench.soak [--minutes 30] [--quick] [--out DIR]
-`--quick` (the integration test runs `--minutes 2 --quick`): fewer connections, one broker in
-the rolling restart, shorter faults. The report (JSON), a chart of RSS and open files, and
-the logs go to `--out`.
+`--quick` (the integration test runs `--minutes 1 --quick`, its faults back to back): fewer
+connections, one broker in the rolling restart, shorter faults. The report (JSON), a chart
+of RSS and open files, and the logs go to `--out`.
 """
 
 from __future__ import annotations
