@@ -211,9 +211,11 @@ def test_duplicate_create_fails_only_that_topic(admin: AdminHarness, broker: Bro
 
 @pytest.mark.integration
 def test_validate_only_creates_nothing(admin: AdminHarness, broker: BrokerView) -> None:
-    valid, too_many = f"harness-validate-{admin.name}", f"harness-rf4-{admin.name}"
+    # More replicas than any broker count the suite reaches (a test adds a fourth broker and
+    # stops it; a stopped broker stays registered), so the broker refuses it in any order.
+    valid, too_many = f"harness-validate-{admin.name}", f"harness-rf9-{admin.name}"
     outcomes = admin.create_topics(
-        [NewTopicSpec(valid, 1, 1), NewTopicSpec(too_many, 1, 4)], validate_only=True
+        [NewTopicSpec(valid, 1, 1), NewTopicSpec(too_many, 1, 9)], validate_only=True
     )
     assert outcomes[0] == TopicOutcome(valid, OK)
     assert (outcomes[1].ok, outcomes[1].error) == (False, "INVALID_REPLICATION_FACTOR")
