@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -52,8 +53,11 @@ class MemorySink:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
 
-    def write(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
+    def write(self, record: Mapping[str, Any]) -> None:
+        self.records.append(dict(record))
+
+    async def close(self) -> None:
+        return None
 
 
 class NoListeners:
@@ -98,7 +102,7 @@ async def _run(setting: Setting) -> Outcomes:
         listeners=NoListeners(),
         policy=lambda: setting.policy,
         facts=live_facts(FakeReader(served)),
-        recorder=DecisionRecorder([sink], proxy_id="proxy-1", cluster_id=lambda: "agreement"),  # type: ignore[arg-type]
+        recorder=DecisionRecorder([sink], proxy_id="proxy-1", cluster_id=lambda: "agreement"),
         legacy_error_code=44,
     )
     results: Outcomes = {}
