@@ -36,7 +36,7 @@ from harness.messages import build
 from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
 from harness.wire import WireClient
 from tests.integration.cluster_fixtures import TEST_POLICY
-from tests.integration.test_enforcement import make_topic, settled
+from tests.integration.enforcement_support import make_topic, settled
 from tests.security.kafka_tools import command_config, tool
 
 pytestmark = pytest.mark.integration
