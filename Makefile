@@ -29,8 +29,9 @@ unit: setup
 integration: setup
 	$(BIN)/pytest tests/integration
 
+# Two workers: the modules on the shared Kafka cluster run on one, everything else beside them.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: setup
 	$(BIN)/python -m bench.run_all
