@@ -1,6 +1,9 @@
 """The Spark jobs over 10 million audit events on local[2]: wall time, events/s, peak memory.
 
-Run: .venv/bin/python bench/pipeline_bench.py [--events 10000000] [--work DIR] [--jobs ...]
+Run from the repository's root:
+
+    .venv/bin/python -m bench.pipeline_bench [--events 10000000] [--work DIR] [--jobs ...]
+
 The events are written once (100 files, like rotated audit logs) and kept under --work. Each
 job runs as the real CLI in a child process; the RSS of its whole process tree (the Python
 driver, the Spark JVM and the Python workers) is sampled every 0.2 s. In the same run:
@@ -27,11 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness.audit_data import example_cluster, write_bulk, write_snapshot
+from policy.loader import load_policy
 
-from policy.loader import load_policy  # noqa: E402
-from tests.pipeline.audit_data import example_cluster, write_bulk, write_snapshot  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 FLOOR = """
@@ -47,7 +49,7 @@ QUERY = f"SELECT date_trunc('hour', time) AS hour, {KEYS}, count(*) AS events FR
 QUERY += f"GROUP BY date_trunc('hour', time), {KEYS}"
 SPARK_QUERY = f"""
 import json, sys, time
-from pipeline.lake import read_lake
+from pipeline.sources.lake import read_lake
 from pipeline.session import spark_session
 spark = spark_session("local[2]")
 read_lake(spark, sys.argv[1], with_request=False).events.createOrReplaceTempView("events")

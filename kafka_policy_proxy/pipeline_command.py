@@ -1,4 +1,9 @@
-"""`kafka-policy-proxy pipeline report|replay|scan`: the Spark jobs from the command line."""
+"""`kafka-policy-proxy pipeline ingest|report|replay|scan`: the Spark jobs from the command line.
+
+The jobs need the 'pipeline' extra (PySpark and friends): they are imported only when a job
+runs, inside the functions that call them, so that the command line starts without it and
+mypy still sees every job call's types.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,17 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipeline.sources.audit_source import AuditSource
+
+# A job: run in the session, it returns its summary.
+Job = Callable[["SparkSession"], Mapping[str, Any]]
 
 _KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:"
 EXIT_FAILED = 1
@@ -163,7 +177,13 @@ def _master(parser: argparse.ArgumentParser, default_master: str) -> None:
 
 def _ingest(args: argparse.Namespace) -> int:
     if args.audit:
-        return _job(args, lambda spark: _jobs().lake.ingest(spark, args.audit, args.lake))
+
+        def files(spark: SparkSession) -> Mapping[str, Any]:
+            from pipeline.sources.lake import ingest
+
+            return ingest(spark, args.audit, args.lake)
+
+        return _job(args, files)
     if not args.bootstrap_server:
         print("kafka-policy-proxy: ingest --topic needs --bootstrap-server", file=sys.stderr)
         return EXIT_USAGE
@@ -176,9 +196,11 @@ def _ingest(args: argparse.Namespace) -> int:
     # says which extra is missing.
     with contextlib.suppress(PackageNotFoundError):
         args.conf.append(f"spark.jars.packages={_KAFKA_PACKAGE}{version('pyspark')}")
-    return _job(
-        args,
-        lambda spark: _jobs().audit_stream.stream_ingest(
+
+    def topic(spark: SparkSession) -> Mapping[str, Any]:
+        from pipeline.sources.audit_stream import stream_ingest
+
+        return stream_ingest(
             spark,
             topic=args.topic,
             bootstrap=args.bootstrap_server,
@@ -187,47 +209,45 @@ def _ingest(args: argparse.Namespace) -> int:
             kafka=kafka,
             once=args.once,
             interval=args.interval,
-        ),
-    )
+        )
+
+    return _job(args, topic)
 
 
 def _report(args: argparse.Namespace) -> int:
-    return _job(args, lambda spark: _jobs().report.run_report(spark, _source(args), args.out))
+    def job(spark: SparkSession) -> Mapping[str, Any]:
+        from pipeline.jobs.report import run_report
+
+        return run_report(spark, _source(args), args.out)
+
+    return _job(args, job)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    return _job(
-        args,
-        lambda spark: _jobs().replay.run_replay(
-            spark, args.policy, _source(args), args.out, snapshots=args.snapshot
-        ),
-    )
+    def job(spark: SparkSession) -> Mapping[str, Any]:
+        from pipeline.jobs.replay import run_replay
+
+        return run_replay(spark, args.policy, _source(args), args.out, snapshots=args.snapshot)
+
+    return _job(args, job)
 
 
-def _source(args: argparse.Namespace) -> Any:
-    return _jobs().lake.AuditSource(paths=args.audit or (), lake=args.lake)
+def _source(args: argparse.Namespace) -> AuditSource:
+    from pipeline.sources.audit_source import AuditSource
+
+    return AuditSource(paths=args.audit or (), lake=args.lake)
 
 
 def _scan(args: argparse.Namespace) -> int:
-    return _job(
-        args,
-        lambda spark: _jobs().scan.run_scan(
-            spark, args.policy, args.snapshot, args.out, principal=args.principal
-        ),
-    )
+    def job(spark: SparkSession) -> Mapping[str, Any]:
+        from pipeline.jobs.scan import run_scan
+
+        return run_scan(spark, args.policy, args.snapshot, args.out, principal=args.principal)
+
+    return _job(args, job)
 
 
-def _jobs() -> Any:
-    import pipeline.audit_stream
-    import pipeline.lake
-    import pipeline.replay
-    import pipeline.report
-    import pipeline.scan
-
-    return pipeline
-
-
-def _job(args: argparse.Namespace, run: Any) -> int:
+def _job(args: argparse.Namespace, run: Job) -> int:
     settings: dict[str, str] = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
@@ -238,9 +258,9 @@ def _job(args: argparse.Namespace, run: Any) -> int:
     try:
         from pyspark.errors import PySparkException
 
-        from pipeline.lake import IngestConflict
         from pipeline.session import spark_session
-        from pipeline.snapshots import SnapshotError
+        from pipeline.sources.lake import IngestConflict
+        from pipeline.sources.snapshots import SnapshotError
         from policy.loader import PolicyError
     except ImportError as exc:
         print(

@@ -16,7 +16,8 @@ _LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
 }
 # One task reads one file, whole and in order: audit lines get their line numbers
-# (pipeline.audit_events). The proxy rotates its log, so a day is many files, read in parallel.
+# (pipeline.sources.audit_events). The proxy rotates its log, so a day is many files, read in
+# parallel.
 _WHOLE_FILE = str(2**40)
 _DEFAULTS = {
     "spark.sql.files.maxPartitionBytes": _WHOLE_FILE,

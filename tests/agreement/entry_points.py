@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pipeline.replay import Replayer
-from pipeline.scan import SET_ON_TOPIC, scan_topic
+from pipeline.jobs.replayer import Replayer
+from pipeline.jobs.scan_evaluation import SET_ON_TOPIC, scan_topic
 from policy.builders import create_request
 from policy.cluster import InMemoryCluster, is_internal
 from policy.decision_log import Stamp, decision_record, outcome

@@ -3,7 +3,8 @@
 The records are what the proxy's Kafka sink produces (`proxy.audit.kafka_sink.envelope`), and bad
 ones of every kind; the job runs as an operator runs it, `--once`, twice: the second run reads
 only what was produced since, through the checkpoint, and adds no decision twice. (A
-micro-batch run again after a crash is written once: tests/pipeline/test_audit_stream.py.)
+micro-batch run again after a crash is written once:
+tests/unit/pipeline/sources/test_audit_stream.py.)
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
-from pipeline.lake import committed, read_lake
+from harness.audit_data import bad_lines, example_cluster, generate_events
+from pipeline.sources.lake import committed, read_lake
 from policy.loader import load_policy
 from proxy.audit.kafka_sink import envelope
-from tests.pipeline.audit_data import bad_lines, example_cluster, generate_events
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -1,0 +1,165 @@
+"""The replay on Spark: every audit line with its recorded and new decision, and the flip.
+
+Requests are judged on the executors by an Arrow UDF over the raw request JSON, one
+`Replayer` per Python worker (the policy compiled and the cluster rebuilt once per process,
+`pipeline.worker_cache`). A flip compares whether the request would go through:
+audit-would-deny counts as allowed. `flip_rules` are the rules behind a flip: for allow->deny
+the candidate's enforce-mode violations, for deny->allow the recorded enforce-mode violations
+(which no longer deny); empty otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.functions import arrow_udf
+
+from pipeline.jobs.replayer import ERROR, UNKNOWN, Replayer
+from pipeline.sources.audit_events import AuditInput, resource, resource_type
+from pipeline.worker_cache import compiled, shipped_cluster
+from policy.decision_log import PASSED, Outcome
+
+ALLOW_TO_DENY = "allow->deny"
+DENY_TO_ALLOW = "deny->allow"
+NO_FLIP = "none"
+ALLOWED = tuple(o.value for o in Outcome if o in PASSED)
+NEW_DECISIONS = (*(o.value for o in Outcome), UNKNOWN, ERROR)
+FLIPS = (NO_FLIP, ALLOW_TO_DENY, DENY_TO_ALLOW, UNKNOWN, ERROR)
+
+RESULT = pa.struct(
+    [
+        pa.field("decision", pa.string()),
+        pa.field("rules", pa.list_(pa.string())),
+        pa.field("messages", pa.list_(pa.string())),
+        pa.field("denying", pa.list_(pa.string())),
+        pa.field("reason", pa.string()),
+    ]
+)
+RESULT_DDL = (
+    "decision string, rules array<string>, messages array<string>, denying array<string>, "
+    "reason string"
+)
+# What each event recorded of the request, kept as it is in the decisions.
+RECORD_COLUMNS = (
+    "time",
+    "principal",
+    "client_id",
+    "api",
+    "action",
+    "resource_type",
+    "resource",
+    "topic",
+    "validate_only",
+)
+DECISION_COLUMNS = (
+    *RECORD_COLUMNS,
+    "old_decision",
+    "old_rules",
+    "new_decision",
+    "new_rules",
+    "new_messages",
+    "flip",
+    "flip_rules",
+    "reason",
+)
+
+
+def replay_batch(replayer: Replayer, texts: pa.Array) -> pa.StructArray:
+    """Replay a batch of request JSON texts: a RESULT per text."""
+    decisions: list[str] = []
+    rules: list[list[str]] = []
+    messages: list[list[str]] = []
+    denying: list[list[str]] = []
+    reasons: list[str | None] = []
+    replay = replayer.replay
+    for text in texts.to_pylist():
+        decision, rule, message, deny, reason = replay(text)
+        decisions.append(decision)
+        rules.append(rule)
+        messages.append(message)
+        denying.append(deny)
+        reasons.append(reason)
+    columns = [decisions, rules, messages, denying, reasons]
+    return pa.StructArray.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, RESULT, strict=True)], fields=list(RESULT)
+    )
+
+
+def replay_udf(
+    policy_text: str, policy_name: str, cluster_text: str | None
+) -> Callable[[Column], Column]:
+    """The Arrow UDF: request JSON -> struct<decision, rules, messages, denying, reason>."""
+
+    def replay(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        # Compiled once per worker process and reused by every task and batch.
+        cluster = None if cluster_text is None else shipped_cluster(cluster_text)
+        replayer = Replayer(compiled(policy_text, policy_name), cluster)
+        for texts in batches:
+            yield replay_batch(replayer, texts)
+
+    # The kind (iterator of arrays) comes from the type hints; the stubs only know it spelled out.
+    return arrow_udf(replay, RESULT_DDL)  # type: ignore[call-overload, no-any-return]
+
+
+def flip_column(old: Column, new: Column) -> Column:
+    """allow->deny, deny->allow, none, or the new decision when it is unknown or error."""
+    was, now = old.isin(*ALLOWED), new.isin(*ALLOWED)
+    return (
+        F.when(new.isin(UNKNOWN, ERROR), new)
+        .when(was & ~now, F.lit(ALLOW_TO_DENY))
+        .when(~was & now, F.lit(DENY_TO_ALLOW))
+        .otherwise(F.lit(NO_FLIP))
+    )
+
+
+def replay_lines(
+    policy_text: str, policy_name: str, audit: AuditInput, cluster: str | None
+) -> DataFrame:
+    """Every audit line: `problem` (null for a good event) and, for good ones, the decisions."""
+    good = F.col("problem").isNull()
+    evaluate = replay_udf(policy_text, policy_name, cluster)
+    enforced = F.filter("violations", lambda v: v["mode"] == "enforce")
+    # A schema 1 record's resource is its topic.
+    recorded = {c: F.col(c) for c in RECORD_COLUMNS}
+    recorded |= {"resource_type": resource_type(), "resource": resource()}
+    staged = audit.lines.select(
+        "problem",
+        *(column.alias(name) for name, column in recorded.items()),
+        F.col("decision").alias("old_decision"),
+        F.col("violations.rule").alias("old_rules"),
+        F.transform(enforced, lambda v: v["rule"]).alias("old_denying"),
+        # Bad lines skip the evaluation (a null request comes back as an error, then dropped).
+        evaluate(F.when(good, F.col("request"))).alias("new"),
+    )
+    flip = flip_column(F.col("old_decision"), F.col("new.decision"))
+    no_rules = F.array().cast("array<string>")
+    return staged.select(
+        "problem",
+        *RECORD_COLUMNS,
+        "old_decision",
+        "old_rules",
+        F.col("new.decision").alias("new_decision"),
+        F.col("new.rules").alias("new_rules"),
+        F.col("new.messages").alias("new_messages"),
+        flip.alias("flip"),
+        F.when(flip == ALLOW_TO_DENY, F.col("new.denying"))
+        .when(flip == DENY_TO_ALLOW, F.col("old_denying"))
+        .otherwise(no_rules)
+        .alias("flip_rules"),
+        F.col("new.reason").alias("reason"),
+    )
+
+
+def flip_counts(decisions: DataFrame) -> DataFrame:
+    """flip, rule, principal, requests: allow->deny and deny->allow by rule and principal."""
+    return (
+        decisions.where(F.col("flip").isin(ALLOW_TO_DENY, DENY_TO_ALLOW))
+        .select("flip", "principal", F.explode_outer("flip_rules").alias("rule"))
+        .groupBy("flip", "rule", "principal")
+        .agg(F.count(F.lit(1)).alias("requests"))
+        .orderBy("flip", F.desc("requests"), "rule", "principal")
+        .coalesce(1)
+    )

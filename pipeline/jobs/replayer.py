@@ -1,0 +1,139 @@
+"""One recorded request judged again: the candidate policy's decision, and why it is unknown.
+
+`Replayer.replay` takes a decision record's `request` as JSON text, reads it back
+(`policy.decision_reader`) and judges it with the one judge (`policy.judge`), as the proxy
+would have with the candidate policy, using the facts the event recorded
+(`policy.offline.recorded_facts.RecordedFacts`) and, if given, a snapshot's cluster:
+
+- a topic request: facts the candidate needs that the event lacks (cluster-wide facts are
+  never recorded) make the new decision `unknown`, with the facts named, unless the snapshot
+  supplies them; the event's own topic state wins over the snapshot's, and a non-create whose
+  topic the snapshot lacks is denied by `cluster-state`, as the proxy denies it;
+- an admin API call: the candidate's `admin_apis`, which read no cluster facts;
+- a change of a config resource that is not a topic: the candidate's `broker_configs`
+  (`BrokerConfigJudgement`); a new topic-config default it grants, of a key its topic rules
+  check, is also checked against every topic that inherits it: no event records every topic,
+  so it is `unknown` without a snapshot, and judged against the snapshot's topics with one;
+- a request refused before any judgement (sent before SASL authentication completed) stays
+  denied: no policy changes that.
+
+A request that cannot be read or judged is an `error`, with the reason. Pure Python: the
+Spark job calls it on the executors, batch by batch (`pipeline.jobs.replay_evaluation`).
+"""
+
+from __future__ import annotations
+
+from policy.admin_apis import AdminDecision, AdminRequest
+from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
+from policy.cluster import InMemoryCluster
+from policy.decision_log import Outcome, outcome, refusal_violation
+from policy.decision_reader import Refusal, RequestReader
+from policy.engine import CompiledPolicy
+from policy.judge import (
+    CLUSTER_STATE_RULE,
+    NO_FACTS,
+    BrokerConfigJudgement,
+    ClusterFacts,
+    FactsNotRecorded,
+    Judgement,
+    judge_admin,
+)
+from policy.model import Decision, Fact, Mode, TopicRequest
+from policy.offline.recorded_facts import RecordedFacts, missing_facts
+
+UNKNOWN = "unknown"
+ERROR = "error"
+ALL_TOPICS_NOT_RECORDED = (
+    "needs cluster facts: every topic's state (a new topic-config default); pass --snapshot"
+)
+ALL_TOPICS_FROM_SNAPSHOT = "cluster facts from the snapshot: every topic's state"
+
+# The new decision, its violated rules, their messages, the enforce-mode ones, the reason.
+Row = tuple[str, list[str], list[str], list[str], str | None]
+_NONE: list[str] = []  # shared by every row without violations; never mutated
+_ALLOWED = Outcome.ALLOWED.value
+_DENIED = Outcome.DENIED.value
+
+
+class Replayer:
+    """Replays recorded requests through the judge with the candidate policy and the snapshot."""
+
+    def __init__(self, policy: CompiledPolicy, cluster: InMemoryCluster | None) -> None:
+        self.policy = policy
+        self.cluster = cluster
+        self._reasons: dict[frozenset[Fact], str] = {}
+        self._reader = RequestReader()
+
+    def replay(self, text: str | None) -> Row:
+        """One request's JSON text -> new decision, rules, messages, denying rules, reason."""
+        try:
+            if text is None:
+                raise ValueError("the event has no request")
+            request = self._reader.read(text)
+            if isinstance(request, Refusal):
+                violation = refusal_violation(request.api, request.sasl_state)
+                rules = [violation.rule]
+                return (_DENIED, rules, [violation.message], rules, "refused before any judgement")
+            if isinstance(request, AdminRequest):
+                # An admin API call needs no cluster facts: the candidate's admin_apis decide.
+                return _row(judge_admin(self.policy, request), None)
+            if isinstance(request, BrokerConfigRequest):
+                return self._broker_config(request)
+            return self._topic(request)
+        except Exception as exc:
+            return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
+
+    def _topic(self, request: TopicRequest) -> Row:
+        judgement = Judgement(self.policy, (request,))
+        try:
+            facts = RecordedFacts(request, self.cluster).read(judgement.query)
+        except FactsNotRecorded as exc:
+            return (UNKNOWN, _NONE, _NONE, _NONE, str(exc))
+        (verdict,) = judgement.decide(facts)
+        if verdict.decision is None:
+            return (UNKNOWN, _NONE, _NONE, _NONE, verdict.reason)
+        reason = None
+        if self.cluster is not None:
+            reason = self._reason(request, judgement.query.facts, verdict.decision)
+        return _row(verdict.decision, reason)
+
+    def _broker_config(self, request: BrokerConfigRequest) -> Row:
+        """A non-topic config change: the candidate's grants, and the topics if a default."""
+        judgement = BrokerConfigJudgement(self.policy, (request,))
+        if not judgement.query.facts:
+            (decision,) = judgement.decide(NO_FACTS)
+            return _row(decision, None)
+        # Every topic's state: never in an event, so only a snapshot can say.
+        if self.cluster is None:
+            return (UNKNOWN, _NONE, _NONE, _NONE, ALL_TOPICS_NOT_RECORDED)
+        (decision,) = judgement.decide(ClusterFacts(self.cluster).read(judgement.query))
+        return _row(decision, ALL_TOPICS_FROM_SNAPSHOT)
+
+    def _reason(
+        self, request: TopicRequest, needs: frozenset[Fact], decision: Decision
+    ) -> str | None:
+        """Which facts the snapshot supplied, if any."""
+        violations = decision.violations
+        if violations and violations[0].rule == CLUSTER_STATE_RULE:
+            return "the topic is not in the snapshot"
+        missing = missing_facts(request, needs) if needs else needs
+        if not missing:
+            return None
+        reason = self._reasons.get(missing)
+        if reason is None:
+            names = ", ".join(sorted(f.value for f in missing))
+            reason = self._reasons[missing] = f"cluster facts from the snapshot: {names}"
+        return reason
+
+
+def _row(decision: Decision | AdminDecision | BrokerConfigDecision, reason: str | None) -> Row:
+    violations = decision.violations
+    if not violations:
+        return (_ALLOWED, _NONE, _NONE, _NONE, reason)
+    return (
+        outcome(decision).value,
+        [v.rule for v in violations],
+        [v.message for v in violations],
+        [v.rule for v in violations if v.mode is Mode.ENFORCE],
+        reason,
+    )

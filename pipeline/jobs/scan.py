@@ -1,0 +1,282 @@
+"""The `scan` job: which of the topics that already exist break today's policy?
+
+Every topic of the snapshots is evaluated, on the executors, as if it were being created now
+with its current state, in the cluster made of the other topics of its snapshot
+(`pipeline.jobs.scan_evaluation` has the full rules). Internal topics
+(`policy.cluster.is_internal`: Kafka's own, or flagged internal) are not evaluated; they are
+counted as skipped, and still count in the other topics' cluster facts. Snapshots that are
+incomplete, malformed, or give one cluster twice are refused before anything is evaluated;
+one whose topic lines lack `config_sources` is judged on effective values only, and the
+summary warns once for it.
+
+Outputs under `out/` (Parquet, overwritten), plus `scan.html` (`pipeline.rendering.scan_page`)
+and `summary.json`:
+
+- `violations`: cluster_id, topic, rule, mode, message (one row per violation);
+- `topics`: cluster_id, topic, partitions, replication_factor, decision (`compliant`,
+  `violating`, `audit-only`), rules (the violated rules, in policy order);
+- `clusters`: cluster_id, brokers, topics, compliant, violating, audit_only, skipped_internal,
+  violations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark import Broadcast
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
+from pyspark.storagelevel import StorageLevel
+
+from pipeline.jobs.scan_evaluation import (
+    AUDIT_ONLY,
+    COMPLIANT,
+    EVALUATED,
+    VIOLATING,
+    topic_evaluator,
+)
+from pipeline.rendering.html_page import page_files
+from pipeline.rendering.scan_page import VIOLATIONS_SHOWN, scan_page
+from pipeline.sources.hadoop_files import write_files, write_text
+from pipeline.sources.snapshots import SnapshotError, check_complete, read_snapshot_lines
+from pipeline.worker_cache import cluster_json, compiled
+from policy.cluster import INTERNAL_TOPICS, InMemoryCluster, is_internal
+from policy.model import Principal, TopicState, freeze_assignment
+
+DEFAULT_PRINCIPAL = Principal().name
+
+# What the cluster facts need from the cluster and topic lines; the assignment stays JSON text.
+_FACTS = StructType(
+    [
+        StructField("brokers", ArrayType(StructType([StructField("id", LongType())]))),
+        StructField("defaults", MapType(StringType(), StringType())),
+        StructField("topic_id", StringType()),
+        StructField("replication_factor", LongType()),
+        StructField("assignment", StringType()),
+    ]
+)
+
+
+def _without_sources(lines: DataFrame) -> list[str]:
+    """One warning per snapshot whose topic lines lack `config_sources`."""
+    lacking = F.get_json_object("line", "$.config_sources").isNull()
+    rows = (
+        lines.where((F.col("kind") == "topic") & lacking)
+        .groupBy("source")
+        .count()
+        .orderBy("source")
+        .collect()
+    )
+    return [
+        f"{r['source']}: {r['count']:,} topic line(s) without config_sources (a snapshot from an "
+        "older writer?): which configs were set on those topics and which are broker defaults "
+        "is not known, so `required` and `forbidden` are not judged for them and value checks "
+        "name the effective value"
+        for r in rows
+    ]
+
+
+def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, int]]:
+    """Each cluster's facts on the driver (topic metadata, no configs), and its internal count."""
+    rows = (
+        lines.where(F.col("kind").isin("cluster", "topic"))
+        .select(
+            "kind",
+            "cluster_id",
+            "name",
+            "partitions",
+            "internal",
+            F.from_json("line", _FACTS).alias("facts"),
+        )
+        .select("kind", "cluster_id", "name", "partitions", "internal", "facts.*")
+        .collect()
+    )
+    topics: dict[str, list[TopicState]] = defaultdict(list)
+    internal: Counter[str] = Counter()
+    for row in rows:
+        if row["kind"] == "topic":
+            state = TopicState(
+                name=row["name"],
+                topic_id=row["topic_id"],
+                partitions=row["partitions"] or 0,
+                replication_factor=row["replication_factor"] or 0,
+                assignment=freeze_assignment(json.loads(row["assignment"] or "[]")),
+                internal=bool(row["internal"]),
+            )
+            topics[row["cluster_id"]].append(state)
+            internal[row["cluster_id"]] += is_internal(state.name, state.internal)
+    clusters = {
+        r["cluster_id"]: InMemoryCluster.of(
+            topics[r["cluster_id"]], len(r["brokers"] or ()) or 1, r["defaults"]
+        )
+        for r in rows
+        if r["kind"] == "cluster"
+    }
+    return clusters, {cluster_id: internal[cluster_id] for cluster_id in clusters}
+
+
+def run_scan(
+    spark: SparkSession,
+    policy_file: str,
+    snapshots: Sequence[str],
+    out: str,
+    *,
+    principal: str = DEFAULT_PRINCIPAL,
+) -> dict[str, Any]:
+    """Evaluate every existing topic of the snapshots against the policy; write the outputs."""
+    policy_text = Path(policy_file).read_text(encoding="utf-8")
+    policy = compiled(policy_text, policy_file)  # PolicyError, naming the file, before Spark
+    lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
+    evaluated: DataFrame | None = None
+    shipped: Broadcast[dict[str, str]] | None = None
+    try:
+        problems = check_complete(lines)
+        if problems:
+            raise SnapshotError("; ".join(problems))
+        warnings = _without_sources(lines)
+        clusters, skipped = _clusters(lines)
+        if not clusters:
+            raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
+        shipped = spark.sparkContext.broadcast({c: cluster_json(s) for c, s in clusters.items()})
+        # policy.cluster.is_internal, on the lines.
+        internal = F.coalesce(F.col("internal"), F.lit(False)) | F.col("name").isin(
+            *INTERNAL_TOPICS
+        )
+        evaluated = (
+            lines.where((F.col("kind") == "topic") & ~internal)
+            .select("cluster_id", "line")
+            # A snapshot file is one input split: spread its topics over the executors.
+            .repartition(spark.sparkContext.defaultParallelism)
+            .mapInPandas(
+                topic_evaluator(policy_text, str(Path(policy_file).resolve()), principal, shipped),
+                EVALUATED,
+            )
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        results = _write_tables(
+            spark, evaluated, clusters, skipped, rule_names=policy.rule_names, out=out
+        )
+    finally:
+        lines.unpersist()
+        if evaluated is not None:
+            evaluated.unpersist()
+        if shipped is not None:
+            shipped.unpersist()
+    summary = _summary(policy_file, snapshots, principal, out, results) | {"warnings": warnings}
+    page = scan_page(
+        summary, clusters=results.clusters, by_rule=results.by_rule, shown=results.shown
+    )
+    write_files(spark, out, page_files("scan", page))
+    write_text(spark, out, "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+@dataclass(frozen=True)
+class _Results:
+    """What the report needs from the tables, collected on the driver."""
+
+    clusters: list[dict[str, Any]]  # one row of CLUSTERS per cluster
+    by_rule: list[dict[str, Any]]  # rule, mode, violations, topics; in policy order
+    shown: list[dict[str, Any]]  # the first violations, by cluster, topic and rule order
+
+
+CLUSTERS = StructType(
+    [
+        StructField("cluster_id", StringType()),
+        StructField("brokers", LongType()),
+        StructField("topics", LongType()),
+        StructField("compliant", LongType()),
+        StructField("violating", LongType()),
+        StructField("audit_only", LongType()),
+        StructField("skipped_internal", LongType()),
+        StructField("violations", LongType()),
+    ]
+)
+_DECISION_COLUMNS = {"compliant": COMPLIANT, "violating": VIOLATING, "audit_only": AUDIT_ONLY}
+_COUNTED = ("topics", "compliant", "violating", "audit_only", "violations")
+
+
+def _write_tables(
+    spark: SparkSession,
+    evaluated: DataFrame,
+    clusters: Mapping[str, InMemoryCluster],
+    skipped: Mapping[str, int],
+    *,
+    rule_names: Sequence[str],
+    out: str,
+) -> _Results:
+    base = out.rstrip("/")
+    evaluated.drop("violations").write.mode("overwrite").parquet(f"{base}/topics")
+    violations = evaluated.select(
+        "cluster_id", "topic", F.posexplode("violations").alias("position", "v")
+    ).select("cluster_id", "topic", "position", "v.rule", "v.mode", "v.message")
+    violations.drop("position").write.mode("overwrite").parquet(f"{base}/violations")
+
+    counts = {
+        r["cluster_id"]: r.asDict()
+        for r in evaluated.groupBy("cluster_id")
+        .agg(
+            F.count("*").alias("topics"),
+            *(
+                F.sum((F.col("decision") == decision).cast("long")).alias(column)
+                for column, decision in _DECISION_COLUMNS.items()
+            ),
+            F.sum(F.size("violations")).alias("violations"),
+        )
+        .collect()
+    }
+    rows = [
+        {
+            "cluster_id": cluster_id,
+            "brokers": clusters[cluster_id].broker_count(),
+            **{key: counts.get(cluster_id, {}).get(key, 0) for key in _COUNTED},
+            "skipped_internal": skipped[cluster_id],
+        }
+        for cluster_id in sorted(clusters)
+    ]
+    spark.createDataFrame(
+        [tuple(r[f] for f in CLUSTERS.fieldNames()) for r in rows], CLUSTERS
+    ).write.mode("overwrite").parquet(f"{base}/clusters")
+
+    by_rule = violations.groupBy("rule", "mode").agg(
+        F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
+    )
+    order = {rule: i for i, rule in enumerate(rule_names)}
+    shown = violations.orderBy("cluster_id", "topic", "position").limit(VIOLATIONS_SHOWN)
+    return _Results(
+        rows,
+        sorted(
+            (r.asDict() for r in by_rule.collect()),
+            key=lambda r: (order.get(r["rule"], len(order)), r["mode"]),
+        ),
+        [r.asDict() for r in shown.drop("position").collect()],
+    )
+
+
+def _summary(
+    policy_file: str, snapshots: Sequence[str], principal: str, out: str, results: _Results
+) -> dict[str, Any]:
+    totals = {key: sum(r[key] for r in results.clusters) for key in (*_COUNTED, "skipped_internal")}
+    by_rule: Counter[str] = Counter()
+    for r in results.by_rule:
+        by_rule[r["rule"]] += r["violations"]
+    return {
+        "job": "scan",
+        "policy": policy_file,
+        "snapshots": list(snapshots),
+        "principal": principal,
+        "out": out,
+        "clusters": len(results.clusters),
+        **totals,
+        "violations_by_rule": dict(by_rule),
+        "by_cluster": {
+            r["cluster_id"]: {k: v for k, v in r.items() if k != "cluster_id"}
+            for r in results.clusters
+        },
+    }
