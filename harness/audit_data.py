@@ -24,7 +24,13 @@ from policy.builders import (
     reassignment_request,
 )
 from policy.cluster import InMemoryCluster
-from policy.decision_log import Stamp, admin_record, broker_config_record, decision_record
+from policy.decision_log import (
+    Stamp,
+    admin_record,
+    broker_config_record,
+    decision_record,
+    refusal_record,
+)
 from policy.engine import CompiledPolicy
 from policy.judge import ClusterFacts, judge, judge_admin, judge_broker_configs
 from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest, TopicState
@@ -305,6 +311,29 @@ def broker_config_events(
                 api_version=1,
             ),
         )
+
+
+def refused_record(
+    api: str = "AlterUserScramCredentials", sasl_state: str = "never started"
+) -> dict[str, Any]:
+    """The record of a request the proxy refused before SASL authentication completed."""
+    return refusal_record(
+        Stamp(
+            time="2026-11-22T04:47:01.123456Z",
+            decision_id="0" * 32,
+            policy_revision="sha256:0123456789abcdef",
+            cluster_id=None,
+            proxy_id="proxy-a",
+            conn=4,
+            client="10.1.2.3:5",
+            api=api,
+            api_key=ADMIN_API_KEYS[api],
+            api_version=0,
+        ),
+        client_id="",
+        listener="bootstrap",
+        sasl_state=sasl_state,
+    )
 
 
 # Every class of bad line, made from good events: (line, kind, reason) as the pipeline must

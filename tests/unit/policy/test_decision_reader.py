@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
-from harness.audit_data import admin_events, broker_config_events, example_cluster, generate_events
+from harness.audit_data import (
+    admin_events,
+    broker_config_events,
+    example_cluster,
+    generate_events,
+    refused_record,
+)
 from policy.admin_apis import AdminRequest
 from policy.broker_configs import BrokerConfigRequest
-from policy.decision_log import Stamp, refusal_record
 from policy.decision_reader import Refusal, RequestReader
 from policy.loader import load_policy
 from policy.model import TopicRequest
@@ -53,23 +58,7 @@ def test_each_kind_of_record_is_read_by_its_first_key() -> None:
     (admin,) = admin_events(POLICY, [("CreateAcls", "User:ops")])
     change = ("User:alice", "broker", "1", [("num.io.threads", "SET", "8")])
     (config,) = broker_config_events(POLICY, [change], example_cluster())
-    refused = refusal_record(
-        Stamp(
-            time="2026-11-22T04:47:01.123456Z",
-            decision_id="0" * 32,
-            policy_revision="sha256:0123456789abcdef",
-            cluster_id=None,
-            proxy_id="proxy-a",
-            conn=4,
-            client="10.1.2.3:5",
-            api="AlterUserScramCredentials",
-            api_key=51,
-            api_version=0,
-        ),
-        client_id="",
-        listener="bootstrap",
-        sasl_state="never started",
-    )
+    refused = refused_record()
     reader = RequestReader()
     for text in (json.dumps(admin["request"]), _compact(admin["request"])):
         assert reader.read(text) == AdminRequest.from_dict(admin["request"]), text

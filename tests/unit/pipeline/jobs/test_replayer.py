@@ -8,10 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.audit_data import broker_config_events, example_cluster, write_snapshot
+from harness.audit_data import (
+    broker_config_events,
+    example_cluster,
+    refused_record,
+    write_snapshot,
+)
 from pipeline.jobs.replayer import ALL_TOPICS_FROM_SNAPSHOT, ALL_TOPICS_NOT_RECORDED, Replayer
 from policy.cluster import InMemoryCluster
-from policy.decision_log import Stamp, refusal_record
 from policy.judge import CLUSTER_STATE_RULE
 from policy.loader import load_policy
 from policy.model import Fact, TopicRequest
@@ -100,23 +104,7 @@ def test_a_refusal_before_authentication_stays_denied_whatever_the_candidate() -
         "version: 1\nrules: [{name: r, partitions: {max: 9}}]\n"
         "admin_apis: [{name: all, principals: ['*'], apis: ['*']}]\n"
     )
-    record = refusal_record(
-        Stamp(
-            time="2026-11-22T04:47:01.123456Z",
-            decision_id="0" * 32,
-            policy_revision="sha256:0123456789abcdef",
-            cluster_id=None,
-            proxy_id="proxy-a",
-            conn=4,
-            client="10.1.2.3:5",
-            api="AlterUserScramCredentials",
-            api_key=51,
-            api_version=0,
-        ),
-        client_id="",
-        listener="bootstrap",
-        sasl_state="never started",
-    )
+    record = refused_record()
     decision, rules, messages, denying, reason = Replayer(policy, None).replay(
         json.dumps(record["request"])
     )
