@@ -12,6 +12,8 @@ COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY codec ./codec
 COPY policy ./policy
+COPY cli ./cli
+# The namespace package: links to the folders above, followed when the wheel is built.
 COPY kafka_policy_proxy ./kafka_policy_proxy
 # The command line registers the pipeline's subcommands; Spark itself is not installed, nor
 # a JVM for java_policy rules (docs/operations.md says how to add one).

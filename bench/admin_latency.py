@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.throughput import baseline_proxy
-from codec.registry import request_class
 from harness.local_kafka import LocalKafka
 from harness.messages import build
 from harness.proxy_process import ProxyProcess
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.guarded import guarded_api
-from codec.guarded.base import element_class
-from codec.header import peek_request_header, request_body_offset, request_header
-from codec.registry import encode, request_class, response_class
+from kafka_policy_proxy.codec.guarded import guarded_api
+from kafka_policy_proxy.codec.guarded.base import element_class
+from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset, request_header
+from kafka_policy_proxy.codec.registry import encode, request_class, response_class
 
 CREATE_TOPICS = 19
 VERSION = 7

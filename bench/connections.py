@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.throughput import cpu_seconds
-from codec.header import request_header
-from codec.registry import encode, request_class
 from harness.local_kafka import LocalKafka
 from harness.messages import build
 from harness.proxy_process import ProxyProcess
+from kafka_policy_proxy.codec.header import request_header
+from kafka_policy_proxy.codec.registry import encode, request_class
 
 PORT_BASE, BOOTSTRAP, NODE_BASE = 25092, 25400, 25500
 BROKERS = 3

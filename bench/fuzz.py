@@ -37,11 +37,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from codec.header import request_header
-from codec.registry import encode
 from harness.local_kafka import LocalKafka
 from harness.messages import metadata_request
 from harness.proxy_process import ProxyProcess
+from kafka_policy_proxy.codec.header import request_header
+from kafka_policy_proxy.codec.registry import encode
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "data" / "golden"

@@ -10,9 +10,9 @@ import dataclasses
 import statistics
 import timeit
 
-from codec.addresses import find_addresses
-from codec.registry import decode_exact, encode, response_class
 from harness.messages import metadata_response
+from kafka_policy_proxy.codec.addresses import find_addresses
+from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
 
 VERSION = 12
 

@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.audit_data import example_cluster, write_bulk, write_snapshot
-from policy.loader import load_policy
+from kafka_policy_proxy.policy.loader import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 FLOOR = """
 import sys
-from pipeline.session import spark_session
+from kafka_policy_proxy.pipeline.session import spark_session
 spark = spark_session("local[2]")
 print(spark.read.text(sys.argv[1]).count())
 spark.stop()
@@ -49,8 +49,8 @@ QUERY = f"SELECT date_trunc('hour', time) AS hour, {KEYS}, count(*) AS events FR
 QUERY += f"GROUP BY date_trunc('hour', time), {KEYS}"
 SPARK_QUERY = f"""
 import json, sys, time
-from pipeline.sources.lake import read_lake
-from pipeline.session import spark_session
+from kafka_policy_proxy.pipeline.sources.lake import read_lake
+from kafka_policy_proxy.pipeline.session import spark_session
 spark = spark_session("local[2]")
 read_lake(spark, sys.argv[1], with_request=False).events.createOrReplaceTempView("events")
 times = []

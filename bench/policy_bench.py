@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness import REPO
-from policy import builders
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.judge import Facts, Judgement
-from policy.loader import load_policy
-from policy.model import (
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import Facts, Judgement
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import (
     Action,
     Fact,
     Principal,
     TopicRequest,
 )
-from policy.offline.scenario import parse_suite
+from kafka_policy_proxy.policy.offline.scenario import parse_suite
 
 T = TypeVar("T")
 PRINCIPALS = ["User:alice", "User:bob", "User:platform-admin", "User:streams-payments"]

@@ -28,7 +28,7 @@ CREATE_BATCH = 500
 # write_snapshot with the fallback forced; argv: bootstrap servers, output path.
 FALLBACK = """
 import asyncio, sys
-from proxy.cluster.snapshot import write_snapshot
+from kafka_policy_proxy.proxy.cluster.snapshot import write_snapshot
 with open(sys.argv[2], "w") as out:
     asyncio.run(write_snapshot(sys.argv[1], out, describe_topic_partitions=False))
 """

@@ -13,9 +13,9 @@ import struct
 from collections import deque
 from typing import Any
 
-from codec.header import request_header, response_header_size
-from codec.registry import decode_exact, encode, request_class, response_class
 from harness.messages import build, metadata_request
+from kafka_policy_proxy.codec.header import request_header, response_header_size
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
 
 
 class Misordered(Exception):

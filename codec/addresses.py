@@ -15,8 +15,8 @@ from kio.serial.errors import SerialError
 from kio.serial.readers import compact_array_reader, legacy_array_reader
 from kio.serial.writers import compact_array_writer, legacy_array_writer
 
-from codec.errors import CodecError
-from codec.registry import decode_exact, encode, is_flexible, response_class
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.registry import decode_exact, encode, is_flexible, response_class
 
 METADATA = 3
 FIND_COORDINATOR = 10

@@ -17,8 +17,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.prescan import decode_untrusted
-from codec.registry import encode, request_class, response_class
+from kafka_policy_proxy.codec.prescan import decode_untrusted
+from kafka_policy_proxy.codec.registry import encode, request_class, response_class
 
 CLUSTER_AUTHORIZATION_FAILED = ErrorCode(31)
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)

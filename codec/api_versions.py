@@ -7,8 +7,8 @@ import functools
 import struct
 from typing import Any
 
-from codec.api_classes import api_class
-from codec.registry import decode_exact, encode, known_versions, response_class
+from kafka_policy_proxy.codec.api_classes import api_class
+from kafka_policy_proxy.codec.registry import decode_exact, encode, known_versions, response_class
 
 PRODUCE = 0
 FETCH = 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from codec.errors import CodecError
-from codec.registry import is_flexible
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.registry import is_flexible
 
 _HEADER = struct.Struct(">hhih")
 _INT16 = struct.Struct(">h")

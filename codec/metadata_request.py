@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from codec.errors import CodecError
-from codec.prescan import decode_untrusted
-from codec.registry import request_class
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.prescan import decode_untrusted
+from kafka_policy_proxy.codec.registry import request_class
 
 METADATA = 3
 # v0-3 have no flag: the broker auto-creates whenever auto.create.topics.enable is set.

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from codec.errors import CodecError
-from codec.kio_introspect import (
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
@@ -23,7 +23,7 @@ from codec.kio_introspect import (
     get_field_tag,
     is_optional,
 )
-from codec.registry import decode_exact
+from kafka_policy_proxy.codec.registry import decode_exact
 
 # (data, position, end) -> new position; raises _Malformed.
 _Step = Callable[[bytes, int, int], int]

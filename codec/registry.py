@@ -12,7 +12,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.protocol import Entity
 
-from codec.errors import CodecError
+from kafka_policy_proxy.codec.errors import CodecError
 
 
 @cache

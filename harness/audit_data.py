@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from codec.api_classes import API_CLASSES
-from policy.admin_apis import AdminRequest
-from policy.broker_configs import BrokerConfigRequest, ConfigResource
-from policy.builders import (
+from kafka_policy_proxy.codec.api_classes import API_CLASSES
+from kafka_policy_proxy.policy.admin_apis import AdminRequest
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigRequest, ConfigResource
+from kafka_policy_proxy.policy.builders import (
     create_partitions_request,
     create_request,
     delete_records_request,
@@ -23,18 +23,24 @@ from policy.builders import (
     incremental_alter_configs_request,
     reassignment_request,
 )
-from policy.cluster import InMemoryCluster
-from policy.decision_log import (
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import (
     Stamp,
     admin_record,
     broker_config_record,
     decision_record,
     refusal_record,
 )
-from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, judge, judge_admin, judge_broker_configs
-from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest, TopicState
-from policy.offline.snapshot_format import SET_ON_TOPIC
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import ClusterFacts, judge, judge_admin, judge_broker_configs
+from kafka_policy_proxy.policy.model import (
+    ConfigChange,
+    ConfigOp,
+    Principal,
+    TopicRequest,
+    TopicState,
+)
+from kafka_policy_proxy.policy.offline.snapshot_format import SET_ON_TOPIC
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 PRINCIPALS = (

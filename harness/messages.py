@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.registry import request_class, response_class
+from kafka_policy_proxy.codec.registry import request_class, response_class
 
 
 def build(cls: Any, **values: Any) -> Any:

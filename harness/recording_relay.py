@@ -13,10 +13,10 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from codec.errors import CodecError
-from codec.guarded import GUARDED_API_KEYS
-from codec.header import peek_request_header, request_body_offset
-from codec.metadata_request import decode_metadata_request, metadata_topics
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS
+from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset
+from kafka_policy_proxy.codec.metadata_request import decode_metadata_request, metadata_topics
 
 METADATA = 3
 METADATA_PER_CLIENT_VERSION = 2

@@ -6,8 +6,8 @@ import socket
 import struct
 from typing import Any
 
-from codec.header import request_header, response_header_size
-from codec.registry import decode_exact, encode, response_class
+from kafka_policy_proxy.codec.header import request_header, response_header_size
+from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
 
 
 class WireClient:

@@ -1,5 +1,5 @@
 """`python -m kafka_policy_proxy`: the same command as `kafka-policy-proxy`."""
 
-from kafka_policy_proxy import main
+from kafka_policy_proxy.cli import main
 
 main()

@@ -4,5 +4,5 @@ Three rooms: `sources` (audit lines, the lake, the audit topic, snapshots, files
 file system), `jobs` (report, replay, scan: each its job, its aggregation or evaluation, its
 summary) and `rendering` (the self-contained HTML pages and their charts). `session` sets
 up the SparkSession the same way everywhere; `worker_cache` keeps what a Python worker
-compiles once. The command line is `kafka_policy_proxy.pipeline_command`.
+compiles once. The command line is `kafka_policy_proxy.cli.pipeline_command`.
 """

@@ -12,9 +12,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.loader import load_policy
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import load_policy
 
 _POLICIES: dict[tuple[str, str], CompiledPolicy] = {}
 _CLUSTERS: dict[str, InMemoryCluster] = {}

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from policy.model import Mode, Principal, Violation
-from policy.rules import AdminApiRule, PolicyDocument
+from kafka_policy_proxy.policy.model import Mode, Principal, Violation
+from kafka_policy_proxy.policy.rules import AdminApiRule, PolicyDocument
 
 ADMIN_APIS_RULE = "admin-apis"
 

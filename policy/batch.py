@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from policy.cluster import ClusterState
-from policy.model import Action, ConfigMap, TopicRequest, TopicState
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.model import Action, ConfigMap, TopicRequest, TopicState
 
 
 def collision_key(name: str) -> str:

@@ -17,12 +17,12 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
-from policy.checks import value_verdict
-from policy.cluster import ClusterState
-from policy.config_synonyms import BROKER_TO_TOPIC
-from policy.configs import config_type, split_list
-from policy.engine import CompiledPolicy
-from policy.model import (
+from kafka_policy_proxy.policy.checks import value_verdict
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.config_synonyms import BROKER_TO_TOPIC
+from kafka_policy_proxy.policy.configs import config_type, split_list
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.model import (
     JSON,
     Action,
     AlterKind,
@@ -37,7 +37,7 @@ from policy.model import (
     TopicState,
     Violation,
 )
-from policy.rules import BrokerConfigRule, PolicyDocument
+from kafka_policy_proxy.policy.rules import BrokerConfigRule, PolicyDocument
 
 BROKER_CONFIGS_RULE = "broker-configs"
 INHERITED_RULE = "inherited-defaults"

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from uuid import UUID
 
-from policy.cluster import ClusterState
-from policy.configs import apply_create, apply_incremental, apply_replace
-from policy.model import (
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.configs import apply_create, apply_incremental, apply_replace
+from kafka_policy_proxy.policy.model import (
     Action,
     AlterKind,
     Assignment,

@@ -10,9 +10,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policy.batch import BatchCluster, collision_key
-from policy.cluster import ClusterState
-from policy.configs import (
+from kafka_policy_proxy.policy.batch import BatchCluster, collision_key
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.configs import (
     ConfigType,
     config_type,
     describe,
@@ -20,8 +20,15 @@ from policy.configs import (
     parse_value,
     split_list,
 )
-from policy.model import Action, AlterKind, ConfigOp, ConfigSource, Fact, TopicRequest
-from policy.rules import ActionName, ConfigConstraint, Rule
+from kafka_policy_proxy.policy.model import (
+    Action,
+    AlterKind,
+    ConfigOp,
+    ConfigSource,
+    Fact,
+    TopicRequest,
+)
+from kafka_policy_proxy.policy.rules import ActionName, ConfigConstraint, Rule
 
 ActionKey = tuple[Action, AlterKind | None]
 CheckFn = Callable[[TopicRequest, ClusterState], str | None]

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from policy.model import EMPTY_CONFIGS, JSON, ConfigMap, TopicState
+from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, JSON, ConfigMap, TopicState
 
 # Kafka's own internal topics; the broker marks them internal in Metadata too.
 INTERNAL_TOPICS = frozenset(

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from policy.model import ConfigChange, ConfigMap, ConfigOp
+from kafka_policy_proxy.policy.model import ConfigChange, ConfigMap, ConfigOp
 
 
 class ConfigType(StrEnum):

@@ -17,9 +17,16 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from policy.admin_apis import AdminDecision
-from policy.broker_configs import BrokerConfigDecision, ConfigResource
-from policy.model import Action, Decision, Mode, OverrideKind, TopicRequest, Violation
+from kafka_policy_proxy.policy.admin_apis import AdminDecision
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, ConfigResource
+from kafka_policy_proxy.policy.model import (
+    Action,
+    Decision,
+    Mode,
+    OverrideKind,
+    TopicRequest,
+    Violation,
+)
 
 SCHEMA_VERSION = 2
 # Versions the readers still accept: v1 events lack the four trace fields.

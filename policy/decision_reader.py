@@ -14,9 +14,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from policy.admin_apis import AdminRequest
-from policy.broker_configs import BrokerConfigRequest
-from policy.model import Action, AlterKind, Principal, RequestedState, TopicRequest, TopicState
+from kafka_policy_proxy.policy.admin_apis import AdminRequest
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigRequest
+from kafka_policy_proxy.policy.model import (
+    Action,
+    AlterKind,
+    Principal,
+    RequestedState,
+    TopicRequest,
+    TopicState,
+)
 
 _REQUESTED = ',"requested":'
 _CURRENT = ',"current":'

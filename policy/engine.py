@@ -10,10 +10,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from policy.checks import ACTION_KEYS, ALL_KEYS, ActionKey, Check, CheckFn, Verbatim, compile_rule
-from policy.cluster import ClusterState, is_internal
-from policy.java_policy import JavaPolicy, JavaPolicyError, jar_digest, java_checks
-from policy.model import (
+from kafka_policy_proxy.policy.checks import (
+    ACTION_KEYS,
+    ALL_KEYS,
+    ActionKey,
+    Check,
+    CheckFn,
+    Verbatim,
+    compile_rule,
+)
+from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.java_policy import (
+    JavaPolicy,
+    JavaPolicyError,
+    jar_digest,
+    java_checks,
+)
+from kafka_policy_proxy.policy.model import (
     Action,
     Decision,
     Fact,
@@ -23,17 +36,17 @@ from policy.model import (
     TopicRequest,
     Violation,
 )
-from policy.overrides import apply_overrides, compile_overrides
-from policy.plugins import (
+from kafka_policy_proxy.policy.overrides import apply_overrides, compile_overrides
+from kafka_policy_proxy.policy.plugins import (
     PluginLoadError,
     PolicyPlugin,
     PolicyViolation,
     dispatch,
     load_plugin,
 )
-from policy.revision import policy_revision
-from policy.rules import PolicyDocument, Selector
-from policy.streams import compile_streams
+from kafka_policy_proxy.policy.revision import policy_revision
+from kafka_policy_proxy.policy.rules import PolicyDocument, Selector
+from kafka_policy_proxy.policy.streams import compile_streams
 
 logger = logging.getLogger(__name__)
 

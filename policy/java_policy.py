@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from policy.checks import ALTER_CONFIGS, CREATE, Check, Verbatim
-from policy.cluster import ClusterState
-from policy.model import ConfigOp, ConfigSource, Fact, TopicRequest
-from policy.rules import JavaConfigValue, JavaPolicySpec, Rule
+from kafka_policy_proxy.policy.checks import ALTER_CONFIGS, CREATE, Check, Verbatim
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.model import ConfigOp, ConfigSource, Fact, TopicRequest
+from kafka_policy_proxy.policy.rules import JavaConfigValue, JavaPolicySpec, Rule
 
 logger = logging.getLogger(__name__)
 

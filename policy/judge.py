@@ -29,19 +29,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from policy.admin_apis import AdminDecision, AdminRequest, decide_admin
-from policy.batch import with_new_names
-from policy.broker_configs import (
+from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest, decide_admin
+from kafka_policy_proxy.policy.batch import with_new_names
+from kafka_policy_proxy.policy.broker_configs import (
     BrokerConfigDecision,
     BrokerConfigRequest,
     grant,
     reaches_topics,
 )
-from policy.broker_configs import decide as decide_broker_config
-from policy.builders import resolve
-from policy.cluster import ClusterState, InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
+from kafka_policy_proxy.policy.broker_configs import decide as decide_broker_config
+from kafka_policy_proxy.policy.builders import resolve
+from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
 
 CLUSTER_STATE_RULE = "cluster-state"
 

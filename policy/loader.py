@@ -11,12 +11,18 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from policy.configs import ConfigType, config_type, parse_bound, parse_value, split_list
-from policy.engine import CompiledPolicy
-from policy.model import Mode
-from policy.plugins import PluginLoadError
-from policy.revision import policy_revision
-from policy.rules import ConfigConstraint, PolicyDocument, Rule
+from kafka_policy_proxy.policy.configs import (
+    ConfigType,
+    config_type,
+    parse_bound,
+    parse_value,
+    split_list,
+)
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.model import Mode
+from kafka_policy_proxy.policy.plugins import PluginLoadError
+from kafka_policy_proxy.policy.revision import policy_revision
+from kafka_policy_proxy.policy.rules import ConfigConstraint, PolicyDocument, Rule
 
 Path = tuple[str | int, ...]
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy.cluster import ClusterState
-from policy.model import ConfigMap, TopicState
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.model import ConfigMap, TopicState
 
 
 @dataclass(frozen=True, slots=True)

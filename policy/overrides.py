@@ -16,9 +16,9 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policy.checks import ALTER_CONFIGS, CREATE, ActionKey
-from policy.configs import ConfigType, config_type, parse_bound, parse_value
-from policy.model import (
+from kafka_policy_proxy.policy.checks import ALTER_CONFIGS, CREATE, ActionKey
+from kafka_policy_proxy.policy.configs import ConfigType, config_type, parse_bound, parse_value
+from kafka_policy_proxy.policy.model import (
     Action,
     AlterKind,
     ConfigChange,
@@ -30,7 +30,7 @@ from policy.model import (
     OverrideKind,
     TopicRequest,
 )
-from policy.rules import ConfigConstraint, PolicyDocument, Rule
+from kafka_policy_proxy.policy.rules import ConfigConstraint, PolicyDocument, Rule
 
 NUMERIC = (ConfigType.NUMBER, ConfigType.DURATION, ConfigType.SIZE)
 PARTITIONS = "partitions"

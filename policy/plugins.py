@@ -6,8 +6,8 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from policy.cluster import ClusterState
-from policy.model import Action, TopicRequest
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.model import Action, TopicRequest
 
 
 class PolicyViolation(Exception):

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from codec.api_classes import ADMIN_API_NAMES
-from policy.configs import ConfigType
-from policy.model import Fact, Mode
+from kafka_policy_proxy.codec.api_classes import ADMIN_API_NAMES
+from kafka_policy_proxy.policy.configs import ConfigType
+from kafka_policy_proxy.policy.model import Fact, Mode
 
 RULE_NAME = r"^[a-z0-9][a-z0-9._-]*$"
 ActionName = Literal[

@@ -12,7 +12,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from policy.checks import (
+from kafka_policy_proxy.policy.checks import (
     ALTER_CONFIGS,
     ALTER_PARTITIONS,
     CREATE,
@@ -20,10 +20,10 @@ from policy.checks import (
     DELETE_RECORDS,
     Check,
 )
-from policy.cluster import ClusterState
-from policy.configs import parse_value, split_list
-from policy.model import Action, Fact, TopicRequest
-from policy.rules import StreamsSpec
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.configs import parse_value, split_list
+from kafka_policy_proxy.policy.model import Action, Fact, TopicRequest
+from kafka_policy_proxy.policy.rules import StreamsSpec
 
 CHANGELOG = "changelog"
 REPARTITION = "repartition"

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from proxy.identity.tls import parse_mapping_rules
+from kafka_policy_proxy.proxy.identity.tls import parse_mapping_rules
 
 ENV_PREFIX = "KPP_"
 FILE_SUFFIX = "_file"  # a secret `x` may instead be read from the file named by `x_file`

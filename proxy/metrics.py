@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from codec.errors import api_name
+from kafka_policy_proxy.codec.errors import api_name
 
 REQUESTS = Counter(
     "kpp_requests",

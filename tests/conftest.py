@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local[2] Spark session for the whole test run, as the issue's jobs are run."""
-    from pipeline.session import spark_session
+    from kafka_policy_proxy.pipeline.session import spark_session
 
     session = spark_session("local[2]", app_name="kafka-policy-proxy-tests")
     yield session

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from codec.guarded.base import Denial, GuardedApi, Rewrite, Slot, SplitPlan
-from codec.guarded.configs import AlterConfigs, IncrementalAlterConfigs
-from codec.guarded.create_partitions import CreatePartitions
-from codec.guarded.create_topics import CreateTopics
-from codec.guarded.delete_records import DeleteRecords
-from codec.guarded.delete_topics import DeleteTopics
-from codec.guarded.reassignments import AlterPartitionReassignments
+from kafka_policy_proxy.codec.guarded.base import Denial, GuardedApi, Rewrite, Slot, SplitPlan
+from kafka_policy_proxy.codec.guarded.configs import AlterConfigs, IncrementalAlterConfigs
+from kafka_policy_proxy.codec.guarded.create_partitions import CreatePartitions
+from kafka_policy_proxy.codec.guarded.create_topics import CreateTopics
+from kafka_policy_proxy.codec.guarded.delete_records import DeleteRecords
+from kafka_policy_proxy.codec.guarded.delete_topics import DeleteTopics
+from kafka_policy_proxy.codec.guarded.reassignments import AlterPartitionReassignments
 
 _APIS: dict[int, GuardedApi] = {
     api.api_key: api

@@ -35,11 +35,11 @@ from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
-from codec.kio_introspect import EntityTupleField, classify_field
-from codec.prescan import decode_untrusted
-from codec.registry import encode, known_versions, request_class, response_class
-from codec.topic_view import AnyTopicItem, ConfigResourceItem
-from codec.violations import has_error_message, violation
+from kafka_policy_proxy.codec.kio_introspect import EntityTupleField, classify_field
+from kafka_policy_proxy.codec.prescan import decode_untrusted
+from kafka_policy_proxy.codec.registry import encode, known_versions, request_class, response_class
+from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem
+from kafka_policy_proxy.codec.violations import has_error_message, violation
 
 ZERO_THROTTLE = datetime.timedelta(0)
 

@@ -8,9 +8,15 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from codec.errors import CodecError
-from codec.guarded.base import ErrorChoice, GuardedApi, Rewrite, build, element_class
-from codec.topic_view import (
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.guarded.base import (
+    ErrorChoice,
+    GuardedApi,
+    Rewrite,
+    build,
+    element_class,
+)
+from kafka_policy_proxy.codec.topic_view import (
     AlterConfigsItem,
     ConfigOp,
     ConfigResourceItem,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from codec.guarded.base import ErrorChoice, GuardedApi, build
-from codec.topic_view import CreatePartitionsItem
+from kafka_policy_proxy.codec.guarded.base import ErrorChoice, GuardedApi, build
+from kafka_policy_proxy.codec.topic_view import CreatePartitionsItem
 
 
 class CreatePartitions(GuardedApi):

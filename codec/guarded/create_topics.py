@@ -6,8 +6,14 @@ import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
-from codec.guarded.base import ErrorChoice, GuardedApi, Rewrite, build, element_class
-from codec.topic_view import CreateTopicItem
+from kafka_policy_proxy.codec.guarded.base import (
+    ErrorChoice,
+    GuardedApi,
+    Rewrite,
+    build,
+    element_class,
+)
+from kafka_policy_proxy.codec.topic_view import CreateTopicItem
 
 
 class CreateTopics(GuardedApi):

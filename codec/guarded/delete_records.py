@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from codec.guarded.base import ErrorChoice, GuardedApi, build, element_class
-from codec.topic_view import DeleteRecordsItem
+from kafka_policy_proxy.codec.guarded.base import ErrorChoice, GuardedApi, build, element_class
+from kafka_policy_proxy.codec.topic_view import DeleteRecordsItem
 
 INVALID_LOW_WATERMARK = -1
 

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
-from codec.guarded.base import Denial, ErrorChoice, GuardedApi, build
-from codec.topic_view import DeleteTopicItem
+from kafka_policy_proxy.codec.guarded.base import Denial, ErrorChoice, GuardedApi, build
+from kafka_policy_proxy.codec.topic_view import DeleteTopicItem
 
 TOPIC_IDS_VERSION = 6
 

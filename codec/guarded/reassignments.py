@@ -7,8 +7,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.guarded.base import ZERO_THROTTLE, ErrorChoice, GuardedApi, build, element_class
-from codec.topic_view import ReassignmentItem
+from kafka_policy_proxy.codec.guarded.base import (
+    ZERO_THROTTLE,
+    ErrorChoice,
+    GuardedApi,
+    build,
+    element_class,
+)
+from kafka_policy_proxy.codec.topic_view import ReassignmentItem
 
 
 class AlterPartitionReassignments(GuardedApi):

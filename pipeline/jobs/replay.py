@@ -39,7 +39,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.jobs.replay_evaluation import (
+from kafka_policy_proxy.pipeline.jobs.replay_evaluation import (
     DECISION_COLUMNS,
     FLIPS,
     NEW_DECISIONS,
@@ -47,15 +47,19 @@ from pipeline.jobs.replay_evaluation import (
     flip_counts,
     replay_lines,
 )
-from pipeline.jobs.replay_summary import replay_facts, replay_summary
-from pipeline.rendering.html_page import page_files
-from pipeline.rendering.replay_page import replay_page
-from pipeline.sources.audit_events import ACTIONS, AuditInput, line_counts
-from pipeline.sources.audit_source import AuditSource, as_source
-from pipeline.sources.hadoop_files import write_files, write_text
-from pipeline.sources.snapshots import SnapshotError, read_clusters, read_snapshot_lines
-from pipeline.worker_cache import cluster_json, compiled
-from policy.cluster import InMemoryCluster
+from kafka_policy_proxy.pipeline.jobs.replay_summary import replay_facts, replay_summary
+from kafka_policy_proxy.pipeline.rendering.html_page import page_files
+from kafka_policy_proxy.pipeline.rendering.replay_page import replay_page
+from kafka_policy_proxy.pipeline.sources.audit_events import ACTIONS, AuditInput, line_counts
+from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource, as_source
+from kafka_policy_proxy.pipeline.sources.hadoop_files import write_files, write_text
+from kafka_policy_proxy.pipeline.sources.snapshots import (
+    SnapshotError,
+    read_clusters,
+    read_snapshot_lines,
+)
+from kafka_policy_proxy.pipeline.worker_cache import cluster_json, compiled
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
 
 BAD_LINES_SCHEMA = "source string, kind string, problem string, lines long"
 TABLES = ("decisions", "flips", "bad_lines")

@@ -17,10 +17,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
-from pipeline.jobs.replayer import ERROR, UNKNOWN, Replayer
-from pipeline.sources.audit_events import AuditInput, resource, resource_type
-from pipeline.worker_cache import compiled, shipped_cluster
-from policy.decision_log import PASSED, Outcome
+from kafka_policy_proxy.pipeline.jobs.replayer import ERROR, UNKNOWN, Replayer
+from kafka_policy_proxy.pipeline.sources.audit_events import AuditInput, resource, resource_type
+from kafka_policy_proxy.pipeline.worker_cache import compiled, shipped_cluster
+from kafka_policy_proxy.policy.decision_log import PASSED, Outcome
 
 ALLOW_TO_DENY = "allow->deny"
 DENY_TO_ALLOW = "deny->allow"

@@ -14,11 +14,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.jobs.driver_rows import collect_rows
-from pipeline.jobs.replay_evaluation import ALLOW_TO_DENY, DENY_TO_ALLOW, NEW_DECISIONS, NO_FLIP
-from pipeline.jobs.replayer import ERROR, UNKNOWN
-from pipeline.rendering.replay_page import SAMPLE_ROWS, TABLE_ROWS
-from pipeline.sources.audit_events import ACTIONS, line_summary
+from kafka_policy_proxy.pipeline.jobs.driver_rows import collect_rows
+from kafka_policy_proxy.pipeline.jobs.replay_evaluation import (
+    ALLOW_TO_DENY,
+    DENY_TO_ALLOW,
+    NEW_DECISIONS,
+    NO_FLIP,
+)
+from kafka_policy_proxy.pipeline.jobs.replayer import ERROR, UNKNOWN
+from kafka_policy_proxy.pipeline.rendering.replay_page import SAMPLE_ROWS, TABLE_ROWS
+from kafka_policy_proxy.pipeline.sources.audit_events import ACTIONS, line_summary
 
 
 def replay_facts(

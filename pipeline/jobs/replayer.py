@@ -23,13 +23,13 @@ Spark job calls it on the executors, batch by batch (`pipeline.jobs.replay_evalu
 
 from __future__ import annotations
 
-from policy.admin_apis import AdminDecision, AdminRequest
-from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
-from policy.cluster import InMemoryCluster
-from policy.decision_log import Outcome, outcome, refusal_violation
-from policy.decision_reader import Refusal, RequestReader
-from policy.engine import CompiledPolicy
-from policy.judge import (
+from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import Outcome, outcome, refusal_violation
+from kafka_policy_proxy.policy.decision_reader import Refusal, RequestReader
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import (
     CLUSTER_STATE_RULE,
     NO_FACTS,
     BrokerConfigJudgement,
@@ -38,8 +38,8 @@ from policy.judge import (
     Judgement,
     judge_admin,
 )
-from policy.model import Decision, Fact, Mode, TopicRequest
-from policy.offline.recorded_facts import RecordedFacts, missing_facts
+from kafka_policy_proxy.policy.model import Decision, Fact, Mode, TopicRequest
+from kafka_policy_proxy.policy.offline.recorded_facts import RecordedFacts, missing_facts
 
 UNKNOWN = "unknown"
 ERROR = "error"

@@ -52,8 +52,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 from pyspark.storagelevel import StorageLevel
 
-from pipeline.jobs.driver_rows import collect_rows
-from pipeline.jobs.report_aggregation import (
+from kafka_policy_proxy.pipeline.jobs.driver_rows import collect_rows
+from kafka_policy_proxy.pipeline.jobs.report_aggregation import (
     big_tables,
     decision_totals,
     denied_events,
@@ -62,11 +62,11 @@ from pipeline.jobs.report_aggregation import (
     small_aggregates,
     whole_input,
 )
-from pipeline.jobs.report_summary import report_facts, report_summary
-from pipeline.rendering.html_page import page_files
-from pipeline.rendering.report_page import TRENDS, report_page
-from pipeline.sources.audit_source import AuditSource, as_source
-from pipeline.sources.hadoop_files import write_files, write_text
+from kafka_policy_proxy.pipeline.jobs.report_summary import report_facts, report_summary
+from kafka_policy_proxy.pipeline.rendering.html_page import page_files
+from kafka_policy_proxy.pipeline.rendering.report_page import TRENDS, report_page
+from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource, as_source
+from kafka_policy_proxy.pipeline.sources.hadoop_files import write_files, write_text
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"

@@ -14,7 +14,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from pipeline.sources.audit_events import AuditInput, about_topic, resource, resource_type
+from kafka_policy_proxy.pipeline.sources.audit_events import (
+    AuditInput,
+    about_topic,
+    resource,
+    resource_type,
+)
 
 EVENT_KEYS = (
     "principal",

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pipeline.jobs.report_aggregation import Rows
-from pipeline.rendering.report_page import TOP
-from pipeline.sources.audit_events import ACTIONS, DECISIONS, line_summary
+from kafka_policy_proxy.pipeline.jobs.report_aggregation import Rows
+from kafka_policy_proxy.pipeline.rendering.report_page import TOP
+from kafka_policy_proxy.pipeline.sources.audit_events import ACTIONS, DECISIONS, line_summary
 
 
 def report_facts(

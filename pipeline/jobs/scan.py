@@ -34,20 +34,24 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
 from pyspark.storagelevel import StorageLevel
 
-from pipeline.jobs.scan_evaluation import (
+from kafka_policy_proxy.pipeline.jobs.scan_evaluation import (
     AUDIT_ONLY,
     COMPLIANT,
     EVALUATED,
     VIOLATING,
     topic_evaluator,
 )
-from pipeline.rendering.html_page import page_files
-from pipeline.rendering.scan_page import VIOLATIONS_SHOWN, scan_page
-from pipeline.sources.hadoop_files import write_files, write_text
-from pipeline.sources.snapshots import SnapshotError, check_complete, read_snapshot_lines
-from pipeline.worker_cache import cluster_json, compiled
-from policy.cluster import INTERNAL_TOPICS, InMemoryCluster, is_internal
-from policy.model import Principal, TopicState, freeze_assignment
+from kafka_policy_proxy.pipeline.rendering.html_page import page_files
+from kafka_policy_proxy.pipeline.rendering.scan_page import VIOLATIONS_SHOWN, scan_page
+from kafka_policy_proxy.pipeline.sources.hadoop_files import write_files, write_text
+from kafka_policy_proxy.pipeline.sources.snapshots import (
+    SnapshotError,
+    check_complete,
+    read_snapshot_lines,
+)
+from kafka_policy_proxy.pipeline.worker_cache import cluster_json, compiled
+from kafka_policy_proxy.policy.cluster import INTERNAL_TOPICS, InMemoryCluster, is_internal
+from kafka_policy_proxy.policy.model import Principal, TopicState, freeze_assignment
 
 DEFAULT_PRINCIPAL = Principal().name
 

@@ -39,16 +39,22 @@ import pandas as pd  # type: ignore[import-untyped]
 from pyspark import Broadcast
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
-from pipeline.worker_cache import compiled, shipped_cluster
-from policy.builders import create_request
-from policy.cluster import ClusterState, InMemoryCluster
-from policy.decision_log import Outcome, outcome
-from policy.engine import CompiledPolicy
-from policy.judge import FactQuery, Facts, judge
-from policy.model import ConfigSource, Principal, TopicRequest, TopicState, Violation
-from policy.offline.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
-from policy.overlays import OtherTopics
-from policy.overrides import describe
+from kafka_policy_proxy.pipeline.worker_cache import compiled, shipped_cluster
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import Outcome, outcome
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import FactQuery, Facts, judge
+from kafka_policy_proxy.policy.model import (
+    ConfigSource,
+    Principal,
+    TopicRequest,
+    TopicState,
+    Violation,
+)
+from kafka_policy_proxy.policy.offline.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
+from kafka_policy_proxy.policy.overlays import OtherTopics
+from kafka_policy_proxy.policy.overrides import describe
 
 COMPLIANT, VIOLATING, AUDIT_ONLY = "compliant", "violating", "audit-only"
 # The record's decisions as the scan names them.

@@ -13,8 +13,8 @@ matplotlib.use("Agg")  # no display on servers and executors
 
 import matplotlib.pyplot as plt
 
-from pipeline.rendering.html_page import Chart
-from pipeline.rendering.periods import Periods, period_end
+from kafka_policy_proxy.pipeline.rendering.html_page import Chart
+from kafka_policy_proxy.pipeline.rendering.periods import Periods, period_end
 
 # matplotlib draws dates of the years 1 to 9999, and rounds the very last ones beyond.
 _LAST_DRAWABLE = datetime(9999, 12, 31)

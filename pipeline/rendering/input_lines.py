@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.rendering.html_page import Cell, Table
+from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Table
 
 
 def line_figures(lines: Mapping[str, Any]) -> list[tuple[str, Cell]]:

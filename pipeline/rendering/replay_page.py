@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.rendering.charts import bar_chart
-from pipeline.rendering.html_page import Chart, Page, Table, percent, utc, with_share
-from pipeline.rendering.input_lines import bad_lines_table, line_figures
+from kafka_policy_proxy.pipeline.rendering.charts import bar_chart
+from kafka_policy_proxy.pipeline.rendering.html_page import (
+    Chart,
+    Page,
+    Table,
+    percent,
+    utc,
+    with_share,
+)
+from kafka_policy_proxy.pipeline.rendering.input_lines import bad_lines_table, line_figures
 
 SAMPLE_ROWS = 10  # the flipped requests shown; all of them are in `decisions`
 TABLE_ROWS = 10

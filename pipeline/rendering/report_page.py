@@ -8,10 +8,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pipeline.rendering.charts import bar_chart, small_multiples, time_chart
-from pipeline.rendering.html_page import Chart, Page, Table, percent, utc, with_share
-from pipeline.rendering.input_lines import bad_lines_table, line_figures
-from pipeline.rendering.periods import Periods, bucket, per, periods_between
+from kafka_policy_proxy.pipeline.rendering.charts import bar_chart, small_multiples, time_chart
+from kafka_policy_proxy.pipeline.rendering.html_page import (
+    Chart,
+    Page,
+    Table,
+    percent,
+    utc,
+    with_share,
+)
+from kafka_policy_proxy.pipeline.rendering.input_lines import bad_lines_table, line_figures
+from kafka_policy_proxy.pipeline.rendering.periods import Periods, bucket, per, periods_between
 
 TOP = 10  # rows in the summary and the bar charts
 TRENDS = 9  # rules with a trend chart of their own

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.rendering.charts import bar_chart
-from pipeline.rendering.html_page import Chart, Page, Table
+from kafka_policy_proxy.pipeline.rendering.charts import bar_chart
+from kafka_policy_proxy.pipeline.rendering.html_page import Chart, Page, Table
 
 VIOLATIONS_SHOWN = 200
 

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import StringType, StructField, StructType
 
-from pipeline.sources.audit_lines import (
+from kafka_policy_proxy.pipeline.sources.audit_lines import (
     BLANK,
     KINDS,
     MALFORMED,
@@ -31,8 +31,8 @@ from pipeline.sources.audit_lines import (
     classify_envelope,
     sample,
 )
-from pipeline.sources.spark_schema import struct_type
-from policy.decision_log import (
+from kafka_policy_proxy.pipeline.sources.spark_schema import struct_type
+from kafka_policy_proxy.policy.decision_log import (
     NOT_TOPIC_ACTIONS,
     Outcome,
     RecordedAction,

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from policy.decision_log import (
+from kafka_policy_proxy.policy.decision_log import (
     NOT_TOPIC_ACTIONS,
     READABLE_VERSIONS,
     RESOURCE_FIELDS,

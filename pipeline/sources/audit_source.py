@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from pipeline.sources.audit_events import AuditInput, read_audit
-from pipeline.sources.lake import read_lake
+from kafka_policy_proxy.pipeline.sources.audit_events import AuditInput, read_audit
+from kafka_policy_proxy.pipeline.sources.lake import read_lake
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.sources.audit_events import classified
-from pipeline.sources.lake import (
+from kafka_policy_proxy.pipeline.sources.audit_events import classified
+from kafka_policy_proxy.pipeline.sources.lake import (
     batch_lines,
     commit,
     committed,

@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.sources.hadoop_files import FileStatus, compressed, head, last_byte
+from kafka_policy_proxy.pipeline.sources.hadoop_files import FileStatus, compressed, head, last_byte
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,21 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline.sources.audit_events import (
+from kafka_policy_proxy.pipeline.sources.audit_events import (
     LINE_COLUMNS,
     AuditInput,
     event_schema,
     line_summary,
     read_audit,
 )
-from pipeline.sources.hadoop_files import exists, list_files, read_text, remove, write_text
-from pipeline.sources.ingest_files import Take, plan_ingest
+from kafka_policy_proxy.pipeline.sources.hadoop_files import (
+    exists,
+    list_files,
+    read_text,
+    remove,
+    write_text,
+)
+from kafka_policy_proxy.pipeline.sources.ingest_files import Take, plan_ingest
 
 EVENTS = "events"
 QUARANTINE = "quarantine"

@@ -9,9 +9,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-from policy.cluster import InMemoryCluster
-from policy.model import TopicState
-from policy.offline.snapshot_format import (
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import TopicState
+from kafka_policy_proxy.policy.offline.snapshot_format import (
     ClusterLine,
     SnapshotError,
     TopicLine,

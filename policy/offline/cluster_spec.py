@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from policy import builders
-from policy.cluster import InMemoryCluster
-from policy.model import ConfigMap, TopicState, freeze_assignment
-from policy.offline.request_spec import Configs, Replicas, Strict
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import ConfigMap, TopicState, freeze_assignment
+from kafka_policy_proxy.policy.offline.request_spec import Configs, Replicas, Strict
 
 
 class TopicSpec(Strict):

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy.cluster import ClusterState
-from policy.judge import NO_FACTS, FactQuery, Facts, FactsNotRecorded
-from policy.model import Action, AlterKind, ConfigOp, ConfigSource, Fact, TopicRequest
-from policy.overlays import WithTopic
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.judge import NO_FACTS, FactQuery, Facts, FactsNotRecorded
+from kafka_policy_proxy.policy.model import (
+    Action,
+    AlterKind,
+    ConfigOp,
+    ConfigSource,
+    Fact,
+    TopicRequest,
+)
+from kafka_policy_proxy.policy.overlays import WithTopic
 
 # Facts the checks read from the cluster itself; an audit event never records them.
 CLUSTER_WIDE = frozenset({Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS})

@@ -14,8 +14,8 @@ from pydantic import (
     model_validator,
 )
 
-from policy.broker_configs import ConfigResource
-from policy.model import ConfigOp
+from kafka_policy_proxy.policy.broker_configs import ConfigResource
+from kafka_policy_proxy.policy.model import ConfigOp
 
 
 def _as_text(value: Any) -> Any:

@@ -15,15 +15,19 @@ from typing import Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from policy import builders
-from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest, ConfigResource
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, Verdict, judge, judge_broker_configs
-from policy.loader import PolicyError, Problem, parse_source, validation_problems
-from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
-from policy.offline.cluster_spec import ClusterSpec
-from policy.offline.request_spec import (
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.broker_configs import (
+    BrokerConfigDecision,
+    BrokerConfigRequest,
+    ConfigResource,
+)
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge, judge_broker_configs
+from kafka_policy_proxy.policy.loader import PolicyError, Problem, parse_source, validation_problems
+from kafka_policy_proxy.policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
+from kafka_policy_proxy.policy.offline.cluster_spec import ClusterSpec
+from kafka_policy_proxy.policy.offline.request_spec import (
     AlterConfigsSpec,
     AlterResourceConfigs,
     AutoCreateSpec,

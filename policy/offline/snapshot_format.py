@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policy.cluster import InMemoryCluster
-from policy.model import ConfigMap, TopicState
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import ConfigMap, TopicState
 
 SNAPSHOT_SCHEMA = 1
 # The config source of a value set on the topic itself (DescribeConfigs' source 1).

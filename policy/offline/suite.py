@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy.broker_configs import BrokerConfigDecision
-from policy.engine import CompiledPolicy
-from policy.model import Decision
-from policy.offline.scenario import (
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.model import Decision
+from kafka_policy_proxy.policy.offline.scenario import (
     Expectation,
     Suite,
     evaluate_resources,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from proxy.metrics import AUDIT_EVENTS
+from kafka_policy_proxy.proxy.metrics import AUDIT_EVENTS
 
 
 class AuditLog:

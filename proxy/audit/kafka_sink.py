@@ -15,9 +15,9 @@ from typing import Any
 import structlog
 from confluent_kafka import KafkaError, Message, Producer
 
-from proxy.audit.sink import AuditDeliveryError
-from proxy.config import ProxyConfig
-from proxy.metrics import AUDIT_EVENTS
+from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError
+from kafka_policy_proxy.proxy.config import ProxyConfig
+from kafka_policy_proxy.proxy.metrics import AUDIT_EVENTS
 
 log = structlog.get_logger("proxy.audit.kafka_sink")
 

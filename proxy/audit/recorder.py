@@ -10,10 +10,10 @@ from typing import Any
 
 import structlog
 
-from codec.errors import api_name
-from policy.admin_apis import AdminDecision
-from policy.broker_configs import BrokerConfigDecision
-from policy.decision_log import (
+from kafka_policy_proxy.codec.errors import api_name
+from kafka_policy_proxy.policy.admin_apis import AdminDecision
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
+from kafka_policy_proxy.policy.decision_log import (
     Outcome,
     Stamp,
     admin_record,
@@ -23,11 +23,11 @@ from policy.decision_log import (
     outcome,
     refusal_record,
 )
-from policy.judge import Verdict
-from policy.model import Mode, Violation
-from proxy.audit.sink import AuditDeliveryError, AuditSink
-from proxy.filters.api import RequestContext
-from proxy.metrics import DECISIONS
+from kafka_policy_proxy.policy.judge import Verdict
+from kafka_policy_proxy.policy.model import Mode, Violation
+from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError, AuditSink
+from kafka_policy_proxy.proxy.filters.api import RequestContext
+from kafka_policy_proxy.proxy.metrics import DECISIONS
 
 log = structlog.get_logger("proxy.enforcement")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
-from policy.model import ConfigMap
+from kafka_policy_proxy.policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
+from kafka_policy_proxy.policy.model import ConfigMap
 
 # Topic configs no broker config sets: Kafka's LogConfig defaults (4.1), as a fresh topic shows.
 TOPIC_ONLY_DEFAULTS: Mapping[str, str] = {

@@ -17,9 +17,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from codec.header import request_header, response_header_size
-from codec.registry import decode_exact, encode, response_class
-from proxy.tls.broker_side import explain, not_tls
+from kafka_policy_proxy.codec.header import request_header, response_header_size
+from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
+from kafka_policy_proxy.proxy.tls.broker_side import explain, not_tls
 
 CLIENT_ID = "kafka-policy-proxy"
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from proxy.cluster.client import SASL_MECHANISMS, SaslCredentials
+from kafka_policy_proxy.proxy.cluster.client import SASL_MECHANISMS, SaslCredentials
 
 LOGIN_MODULES = (
     "org.apache.kafka.common.security.plain.PlainLoginModule",

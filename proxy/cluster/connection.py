@@ -13,10 +13,14 @@ import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from codec.errors import CodecError
-from proxy.cluster.client import KafkaClient, SaslAuthenticationError, SaslCredentials
-from proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
-from proxy.metrics import CLUSTER_STATE_REQUESTS
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.proxy.cluster.client import (
+    KafkaClient,
+    SaslAuthenticationError,
+    SaslCredentials,
+)
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
+from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")
 

@@ -15,9 +15,9 @@ from typing import Any
 import structlog
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from codec.errors import CodecError
-from proxy.cluster.client import KafkaClient, SaslCredentials
-from proxy.cluster.requests import metadata_request
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslCredentials
+from kafka_policy_proxy.proxy.cluster.requests import metadata_request
 
 log = structlog.get_logger("proxy.discovery")
 

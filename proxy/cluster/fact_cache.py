@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from policy.model import TopicState
+from kafka_policy_proxy.policy.model import TopicState
 
 # A read in flight, as the reader tracks it (an asyncio task there; any object here).
 H = TypeVar("H")

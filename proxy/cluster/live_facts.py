@@ -5,13 +5,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Sequence
 
-from codec.topic_view import ConfigResourceItem
-from policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
-from policy.engine import CompiledPolicy
-from policy.judge import NO_FACTS, BrokerConfigJudgement, FactQuery, Facts, Judgement, Verdict
-from policy.model import Fact, TopicRequest, TopicState
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import (
+    NO_FACTS,
+    BrokerConfigJudgement,
+    FactQuery,
+    Facts,
+    Judgement,
+    Verdict,
+)
+from kafka_policy_proxy.policy.model import Fact, TopicRequest, TopicState
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 
 # Pauses between fresh reads of a topic id nothing resolves: a topic just created reaches
 # every broker's metadata within a moment, so about 0.75 s in all before the proxy answers

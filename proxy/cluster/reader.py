@@ -29,15 +29,22 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.types import TopicName
 
-from codec.topic_view import ConfigResourceItem
-from policy.cluster import InMemoryCluster
-from policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
-from proxy.cluster.broker_defaults import topic_defaults
-from proxy.cluster.client import KafkaClient, SaslCredentials
-from proxy.cluster.connection import ClusterConnection
-from proxy.cluster.discovery import BrokerDiscovery, brokers_request
-from proxy.cluster.fact_cache import ALL_TOPICS, BROKER_DEFAULTS, FactCache, Key, id_key, name_key
-from proxy.cluster.requests import (
+from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
+from kafka_policy_proxy.proxy.cluster.broker_defaults import topic_defaults
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslCredentials
+from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
+from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
+from kafka_policy_proxy.proxy.cluster.fact_cache import (
+    ALL_TOPICS,
+    BROKER_DEFAULTS,
+    FactCache,
+    Key,
+    id_key,
+    name_key,
+)
+from kafka_policy_proxy.proxy.cluster.requests import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     describe_configs_request,
@@ -45,14 +52,14 @@ from proxy.cluster.requests import (
     metadata_request,
     topic_from_metadata,
 )
-from proxy.cluster.unapplied_changes import (
+from kafka_policy_proxy.proxy.cluster.unapplied_changes import (
     APPLIED_WAIT_S,
     NotShown,
     UnappliedChanges,
     shown_by,
 )
-from proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
-from proxy.metrics import CLUSTER_STATE_REQUESTS
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
+from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")
 Read = asyncio.Task[dict[Key, Any]]

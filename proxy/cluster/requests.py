@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import i8
 
-from policy.model import TopicState, freeze_assignment
+from kafka_policy_proxy.policy.model import TopicState, freeze_assignment
 
 TOPIC_RESOURCE = i8(2)
 BROKER_RESOURCE = i8(4)

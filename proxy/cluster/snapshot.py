@@ -24,12 +24,16 @@ from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
-from policy.model import ConfigMap, Fact, TopicState
-from proxy.cluster.client import SaslCredentials
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.requests import kafka_error, metadata_request, topic_from_metadata
-from proxy.cluster.unavailable import ClusterStateUnavailable
-from proxy.config import HostPort
+from kafka_policy_proxy.policy.model import ConfigMap, Fact, TopicState
+from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.requests import (
+    kafka_error,
+    metadata_request,
+    topic_from_metadata,
+)
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.config import HostPort
 
 T = TypeVar("T")
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.topic_view import ConfigResourceItem
-from policy.config_synonyms import BROKER_TO_TOPIC
-from policy.configs import split_list
-from proxy.cluster.broker_defaults import CREATE_DEFAULTS
-from proxy.cluster.requests import BROKER_RESOURCE
+from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
+from kafka_policy_proxy.policy.config_synonyms import BROKER_TO_TOPIC
+from kafka_policy_proxy.policy.configs import split_list
+from kafka_policy_proxy.proxy.cluster.broker_defaults import CREATE_DEFAULTS
+from kafka_policy_proxy.proxy.cluster.requests import BROKER_RESOURCE
 
 # DescribeConfigs' config_source for a value set on the broker itself.
 DYNAMIC_BROKER_CONFIG = 2

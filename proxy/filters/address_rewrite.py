@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Protocol
 
-from codec.addresses import ADDRESS_APIS, BrokerAddresses, find_addresses
-from proxy.filters.api import Filter, Forward, RequestContext, Verdict
+from kafka_policy_proxy.codec.addresses import ADDRESS_APIS, BrokerAddresses, find_addresses
+from kafka_policy_proxy.proxy.filters.api import Filter, Forward, RequestContext, Verdict
 
 
 class BrokerListeners(Protocol):

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from codec.admin_denials import denial_response
-from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
-from policy.admin_apis import AdminRequest
-from policy.engine import CompiledPolicy
-from policy.judge import judge_admin
-from proxy.audit.recorder import DecisionRecorder, Written
-from proxy.filters.api import Answer, Close, Filter, Forward, RequestContext, Verdict
-from proxy.filters.topic_requests import policy_principal
+from kafka_policy_proxy.codec.admin_denials import denial_response
+from kafka_policy_proxy.codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
+from kafka_policy_proxy.policy.admin_apis import AdminRequest
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import judge_admin
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder, Written
+from kafka_policy_proxy.proxy.filters.api import (
+    Answer,
+    Close,
+    Filter,
+    Forward,
+    RequestContext,
+    Verdict,
+)
+from kafka_policy_proxy.proxy.filters.topic_requests import policy_principal
 
 
 class AdminApiFilter(Filter):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from codec.header import RequestHeader, request_body_offset
+from kafka_policy_proxy.codec.header import RequestHeader, request_body_offset
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from codec.api_versions import cap_response, proxy_range, unsupported_version_response
-from codec.header import API_VERSIONS
-from proxy.filters.api import Answer, Filter, Forward, RequestContext, Verdict
+from kafka_policy_proxy.codec.api_versions import (
+    cap_response,
+    proxy_range,
+    unsupported_version_response,
+)
+from kafka_policy_proxy.codec.header import API_VERSIONS
+from kafka_policy_proxy.proxy.filters.api import Answer, Filter, Forward, RequestContext, Verdict
 
 
 class ApiVersionsFilter(Filter):

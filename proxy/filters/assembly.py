@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from policy.engine import CompiledPolicy
-from proxy.audit.recorder import DecisionRecorder
-from proxy.cluster.live_facts import LiveFacts
-from proxy.filters.address_rewrite import AddressRewriteFilter, BrokerListeners
-from proxy.filters.admin_apis import AdminApiFilter
-from proxy.filters.api_versions import ApiVersionsFilter
-from proxy.filters.auto_create_guard import AutoCreateGuardFilter
-from proxy.filters.chain import FilterChain
-from proxy.filters.principal_capture import PrincipalCaptureFilter
-from proxy.filters.topic_policy import TopicPolicyFilter
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.filters.address_rewrite import AddressRewriteFilter, BrokerListeners
+from kafka_policy_proxy.proxy.filters.admin_apis import AdminApiFilter
+from kafka_policy_proxy.proxy.filters.api_versions import ApiVersionsFilter
+from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
+from kafka_policy_proxy.proxy.filters.chain import FilterChain
+from kafka_policy_proxy.proxy.filters.principal_capture import PrincipalCaptureFilter
+from kafka_policy_proxy.proxy.filters.topic_policy import TopicPolicyFilter
 
 
 def proxy_chain(

@@ -15,24 +15,30 @@ from typing import Any
 
 import structlog
 
-from codec.framing import framed
-from codec.metadata_request import (
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.codec.metadata_request import (
     AUTO_CREATE_FLAG_VERSION,
     decode_metadata_request,
     metadata_topics,
     without_auto_create,
 )
-from codec.registry import encode
-from policy.builders import create_request
-from policy.engine import CompiledPolicy
-from policy.judge import FactQuery
-from policy.judge import Verdict as TopicVerdict
-from policy.model import Fact, Violation
-from proxy.audit.recorder import DecisionRecorder
-from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.unavailable import ClusterStateUnavailable
-from proxy.filters.api import Filter, Forward, ForwardModified, RequestContext, Verdict
-from proxy.filters.topic_requests import policy_principal
+from kafka_policy_proxy.codec.registry import encode
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import FactQuery
+from kafka_policy_proxy.policy.judge import Verdict as TopicVerdict
+from kafka_policy_proxy.policy.model import Fact, Violation
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.filters.api import (
+    Filter,
+    Forward,
+    ForwardModified,
+    RequestContext,
+    Verdict,
+)
+from kafka_policy_proxy.proxy.filters.topic_requests import policy_principal
 
 log = structlog.get_logger("proxy.enforcement")
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import structlog
 
-from codec.errors import CodecError
-from proxy.filters.api import (
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.proxy.filters.api import (
     VERDICT_TYPES,
     Answer,
     Close,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from policy.model import (
+from kafka_policy_proxy.policy.model import (
     Action,
     AlterKind,
     ConfigMap,
@@ -21,7 +21,7 @@ from policy.model import (
     TopicRequest,
     TopicState,
 )
-from policy.overrides import PARTITIONS
+from kafka_policy_proxy.policy.overrides import PARTITIONS
 
 
 def state_after(request: TopicRequest, overrides: Sequence[Override]) -> TopicState | None:

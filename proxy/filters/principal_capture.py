@@ -16,14 +16,14 @@ from collections.abc import Callable
 
 import structlog
 
-from codec.errors import CodecError, api_name
-from codec.guarded import GUARDED_API_KEYS
-from codec.prescan import decode_untrusted
-from codec.registry import decode_exact, request_class, response_class
-from codec.sasl import SaslError
-from policy.engine import CompiledPolicy
-from proxy.audit.recorder import DecisionRecorder
-from proxy.filters.api import (
+from kafka_policy_proxy.codec.errors import CodecError, api_name
+from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS
+from kafka_policy_proxy.codec.prescan import decode_untrusted
+from kafka_policy_proxy.codec.registry import decode_exact, request_class, response_class
+from kafka_policy_proxy.codec.sasl import SaslError
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.filters.api import (
     Close,
     Filter,
     Forward,
@@ -32,7 +32,11 @@ from proxy.filters.api import (
     ResponseHook,
     WithPrincipal,
 )
-from proxy.identity.sasl import Authenticated, AuthenticationFailed, SaslPrincipalTracker
+from kafka_policy_proxy.proxy.identity.sasl import (
+    Authenticated,
+    AuthenticationFailed,
+    SaslPrincipalTracker,
+)
 
 log = structlog.get_logger("proxy.authentication")
 

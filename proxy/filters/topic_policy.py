@@ -20,19 +20,37 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
-from codec.framing import framed
-from codec.guarded import GUARDED_API_KEYS, Denial, GuardedApi, Rewrite, SplitPlan, guarded_api
-from codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
-from codec.registry import encode
-from codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
-from policy.engine import CompiledPolicy
-from policy.model import Override, TopicState
-from policy.overrides import PARTITIONS
-from proxy.audit.recorder import DecisionRecorder, Written
-from proxy.cluster.live_facts import LiveFacts
-from proxy.filters.api import Answer, Filter, Forward, ForwardModified, RequestContext, Verdict
-from proxy.filters.changed_state import state_after
-from proxy.filters.topic_requests import config_resource_request, policy_principal, topic_request
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.codec.guarded import (
+    GUARDED_API_KEYS,
+    Denial,
+    GuardedApi,
+    Rewrite,
+    SplitPlan,
+    guarded_api,
+)
+from kafka_policy_proxy.codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
+from kafka_policy_proxy.codec.registry import encode
+from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.model import Override, TopicState
+from kafka_policy_proxy.policy.overrides import PARTITIONS
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder, Written
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.filters.api import (
+    Answer,
+    Filter,
+    Forward,
+    ForwardModified,
+    RequestContext,
+    Verdict,
+)
+from kafka_policy_proxy.proxy.filters.changed_state import state_after
+from kafka_policy_proxy.proxy.filters.topic_requests import (
+    config_resource_request,
+    policy_principal,
+    topic_request,
+)
 
 log = structlog.get_logger("proxy.enforcement")
 

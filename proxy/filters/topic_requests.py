@@ -3,7 +3,7 @@ policy's request."""
 
 from __future__ import annotations
 
-from codec.topic_view import (
+from kafka_policy_proxy.codec.topic_view import (
     AlterConfigsItem,
     AnyTopicItem,
     ConfigResourceItem,
@@ -14,8 +14,8 @@ from codec.topic_view import (
     IncrementalAlterConfigsItem,
     ReassignmentItem,
 )
-from policy.broker_configs import BrokerConfigRequest, ConfigResource
-from policy.builders import (
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigRequest, ConfigResource
+from kafka_policy_proxy.policy.builders import (
     alter_configs_request,
     create_partitions_request,
     create_request,
@@ -24,8 +24,8 @@ from policy.builders import (
     incremental_alter_configs_request,
     reassignment_request,
 )
-from policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
-from proxy.filters.api import RequestContext
+from kafka_policy_proxy.policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
+from kafka_policy_proxy.proxy.filters.api import RequestContext
 
 
 def policy_principal(ctx: RequestContext) -> Principal:

@@ -15,7 +15,7 @@ from typing import NoReturn, Protocol
 from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
-from codec.sasl import (
+from kafka_policy_proxy.codec.sasl import (
     MECHANISMS,
     OAUTHBEARER,
     PLAIN,
@@ -24,7 +24,7 @@ from codec.sasl import (
     SaslError,
     parse_client_first,
 )
-from proxy.identity.principal import ANONYMOUS, user_principal
+from kafka_policy_proxy.proxy.identity.principal import ANONYMOUS, user_principal
 
 
 class SaslStateError(SaslError):

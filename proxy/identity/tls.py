@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from proxy.identity.principal import user_principal
+from kafka_policy_proxy.proxy.identity.principal import user_principal
 
 # --- the subject DN --------------------------------------------------------------------------
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 
-from codec.framing import Buffer
-from proxy.filters.api import HookResult, RequestContext, Verdict
-from proxy.net.response_order import Owed
+from kafka_policy_proxy.codec.framing import Buffer
+from kafka_policy_proxy.proxy.filters.api import HookResult, RequestContext, Verdict
+from kafka_policy_proxy.proxy.net.response_order import Owed
 
 
 @dataclass(frozen=True, slots=True)

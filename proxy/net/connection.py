@@ -11,12 +11,17 @@ from typing import cast
 
 import structlog
 
-from codec.errors import api_name
-from codec.framing import framed
-from proxy.filters.api import HookResult, RequestContext, Verdict
-from proxy.filters.chain import FilterChain
-from proxy.metrics import ADDED_LATENCY, BYTES, UPSTREAM_CONNECT_FAILURES, count_request
-from proxy.net.actions import (
+from kafka_policy_proxy.codec.errors import api_name
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.proxy.filters.api import HookResult, RequestContext, Verdict
+from kafka_policy_proxy.proxy.filters.chain import FilterChain
+from kafka_policy_proxy.proxy.metrics import (
+    ADDED_LATENCY,
+    BYTES,
+    UPSTREAM_CONNECT_FAILURES,
+    count_request,
+)
+from kafka_policy_proxy.proxy.net.actions import (
     Action,
     AwaitDecision,
     AwaitResponse,
@@ -26,12 +31,15 @@ from proxy.net.actions import (
     SendToClient,
     StopReading,
 )
-from proxy.net.conversation import Conversation
-from proxy.net.memory_budget import PAUSE as MEMORY
-from proxy.net.memory_budget import MemoryBudget
-from proxy.net.response_order import Owed
-from proxy.tls.broker_side import explain, not_tls
-from proxy.tls.client_side import CertificatePrincipalError, CertificatePrincipals
+from kafka_policy_proxy.proxy.net.conversation import Conversation
+from kafka_policy_proxy.proxy.net.memory_budget import PAUSE as MEMORY
+from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
+from kafka_policy_proxy.proxy.net.response_order import Owed
+from kafka_policy_proxy.proxy.tls.broker_side import explain, not_tls
+from kafka_policy_proxy.proxy.tls.client_side import (
+    CertificatePrincipalError,
+    CertificatePrincipals,
+)
 
 # `framed` stays importable from here: the integration tests frame requests with it.
 __all__ = ["ClientConnection", "UpstreamTarget", "framed"]

@@ -21,10 +21,10 @@ import struct
 from collections import deque
 from collections.abc import Callable
 
-from codec.api_versions import supports
-from codec.errors import CodecError
-from codec.framing import SIZE, Buffer, FrameSplitter, framed
-from codec.header import (
+from kafka_policy_proxy.codec.api_versions import supports
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.framing import SIZE, Buffer, FrameSplitter, framed
+from kafka_policy_proxy.codec.header import (
     API_VERSIONS,
     PRODUCE,
     RequestHeader,
@@ -33,7 +33,7 @@ from codec.header import (
     response_header,
     response_header_size,
 )
-from proxy.filters.api import (
+from kafka_policy_proxy.proxy.filters.api import (
     VERDICT_TYPES,
     Answer,
     Close,
@@ -44,8 +44,8 @@ from proxy.filters.api import (
     Verdict,
     WithPrincipal,
 )
-from proxy.filters.chain import FilterChain
-from proxy.net.actions import (
+from kafka_policy_proxy.proxy.filters.chain import FilterChain
+from kafka_policy_proxy.proxy.net.actions import (
     Action,
     AwaitDecision,
     AwaitResponse,
@@ -55,7 +55,7 @@ from proxy.net.actions import (
     SendToClient,
     StopReading,
 )
-from proxy.net.response_order import OutOfOrder, Owed, ResponseOrder
+from kafka_policy_proxy.proxy.net.response_order import OutOfOrder, Owed, ResponseOrder
 
 # The request header up to the client id's length: size, api key, version, correlation id.
 _CLIENT_ID_LENGTH = struct.Struct(">h")

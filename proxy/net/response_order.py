@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from codec.framing import Buffer
-from codec.header import RequestHeader
-from proxy.filters.api import ResponseHook
+from kafka_policy_proxy.codec.framing import Buffer
+from kafka_policy_proxy.codec.header import RequestHeader
+from kafka_policy_proxy.proxy.filters.api import ResponseHook
 
 
 class Owed:

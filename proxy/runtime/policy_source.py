@@ -11,9 +11,9 @@ from pathlib import Path
 
 import structlog
 
-from policy.engine import CompiledPolicy
-from policy.loader import PolicyError, load_policy
-from proxy.metrics import POLICY_RELOADS, policy_revision
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.proxy.metrics import POLICY_RELOADS, policy_revision
 
 log = structlog.get_logger("proxy.policy")
 # Longer than any judgement takes (cluster-state reads time out well within it).

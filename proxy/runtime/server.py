@@ -9,26 +9,26 @@ from collections import Counter
 
 import structlog
 
-from policy.engine import CompiledPolicy
-from proxy.audit.file_sink import AuditLog
-from proxy.audit.kafka_sink import KafkaAuditSink
-from proxy.audit.recorder import DecisionRecorder
-from proxy.audit.sink import AuditSink
-from proxy.cluster.client import SaslCredentials
-from proxy.cluster.discovery import BrokerDiscovery, brokers_request
-from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.unavailable import ClusterStateUnavailable
-from proxy.config import ProxyConfig
-from proxy.filters.assembly import proxy_chain
-from proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
-from proxy.net.connection import ClientConnection, UpstreamTarget
-from proxy.net.memory_budget import MemoryBudget
-from proxy.runtime.admin_http import AdminServer
-from proxy.runtime.policy_source import PolicySource
-from proxy.runtime.workers import last_good_policy
-from proxy.tls.broker_side import client_context
-from proxy.tls.client_side import CertificatePrincipals, server_context
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
+from kafka_policy_proxy.proxy.audit.kafka_sink import KafkaAuditSink
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.audit.sink import AuditSink
+from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.config import ProxyConfig
+from kafka_policy_proxy.proxy.filters.assembly import proxy_chain
+from kafka_policy_proxy.proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
+from kafka_policy_proxy.proxy.net.connection import ClientConnection, UpstreamTarget
+from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
+from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
+from kafka_policy_proxy.proxy.runtime.policy_source import PolicySource
+from kafka_policy_proxy.proxy.runtime.workers import last_good_policy
+from kafka_policy_proxy.proxy.tls.broker_side import client_context
+from kafka_policy_proxy.proxy.tls.client_side import CertificatePrincipals, server_context
 
 log = structlog.get_logger("proxy.runtime.server")
 

@@ -25,8 +25,8 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from proxy.config import ProxyConfig
-from proxy.runtime.admin_http import AdminServer
+from kafka_policy_proxy.proxy.config import ProxyConfig
+from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
 
 log = structlog.get_logger("proxy.runtime.workers")
 

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from cryptography import x509
 
-from proxy.config import ConfigError, UpstreamTlsConfig
+from kafka_policy_proxy.proxy.config import ConfigError, UpstreamTlsConfig
 
 # OpenSSL's X509_V_ERR_* codes that a broker certificate check reports.
 _UNTRUSTED = {2, 7, 18, 19, 20, 21}  # no issuer, bad signature, self-signed, unverifiable

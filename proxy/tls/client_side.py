@@ -8,8 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from proxy.config import ConfigError, TlsConfig
-from proxy.identity.tls import NoMatchingRuleError, parse_mapping_rules, subject_dn
+from kafka_policy_proxy.proxy.config import ConfigError, TlsConfig
+from kafka_policy_proxy.proxy.identity.tls import (
+    NoMatchingRuleError,
+    parse_mapping_rules,
+    subject_dn,
+)
 
 _VERIFY_MODES = {
     "none": ssl.CERT_NONE,

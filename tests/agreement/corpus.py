@@ -14,12 +14,12 @@ from typing import Any
 
 import yaml
 
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.loader import load_policy
-from policy.offline.cluster_spec import ClusterSpec
-from policy.offline.request_spec import RequestSpec
-from policy.offline.scenario import parse_cluster, parse_request
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.offline.cluster_spec import ClusterSpec
+from kafka_policy_proxy.policy.offline.request_spec import RequestSpec
+from kafka_policy_proxy.policy.offline.scenario import parse_cluster, parse_request
 
 EXAMPLE_POLICY = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 EXTRA_RULES: list[dict[str, Any]] = [

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pipeline.jobs.replayer import Replayer
-from pipeline.jobs.scan_evaluation import SET_ON_TOPIC, scan_topic
-from policy.builders import create_request
-from policy.cluster import InMemoryCluster, is_internal
-from policy.decision_log import Stamp, decision_record, outcome
-from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, Verdict, judge
-from policy.model import Decision, Principal, TopicState
-from policy.offline.request_spec import AutoCreateSpec, RequestSpec
-from policy.offline.scenario import build_requests, evaluate_spec
-from policy.offline.snapshot_format import TopicLine
+from kafka_policy_proxy.pipeline.jobs.replayer import Replayer
+from kafka_policy_proxy.pipeline.jobs.scan_evaluation import SET_ON_TOPIC, scan_topic
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.cluster import InMemoryCluster, is_internal
+from kafka_policy_proxy.policy.decision_log import Stamp, decision_record, outcome
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge
+from kafka_policy_proxy.policy.model import Decision, Principal, TopicState
+from kafka_policy_proxy.policy.offline.request_spec import AutoCreateSpec, RequestSpec
+from kafka_policy_proxy.policy.offline.scenario import build_requests, evaluate_spec
+from kafka_policy_proxy.policy.offline.snapshot_format import TopicLine
 
 Key = int | str
 Result = tuple[str | None, str | None, tuple[str, ...]]

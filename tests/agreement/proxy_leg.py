@@ -17,13 +17,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.framing import framed
-from codec.header import peek_request_header, request_header
-from codec.registry import decode_exact, encode, request_class, response_class
 from harness.messages import build
-from policy.cluster import InMemoryCluster
-from policy.model import ConfigOp
-from policy.offline.request_spec import (
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.codec.header import peek_request_header, request_header
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import ConfigOp
+from kafka_policy_proxy.policy.offline.request_spec import (
     AlterConfigsSpec,
     AutoCreateSpec,
     CreatePartitionsSpec,
@@ -34,9 +34,9 @@ from policy.offline.request_spec import (
     ReassignSpec,
     RequestSpec,
 )
-from proxy.audit.recorder import DecisionRecorder
-from proxy.filters.api import Answer, RequestContext
-from proxy.filters.assembly import proxy_chain
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.filters.api import Answer, RequestContext
+from kafka_policy_proxy.proxy.filters.assembly import proxy_chain
 from tests.agreement.entry_points import Outcomes, Setting
 from tests.unit.proxy.contexts import settle
 from tests.unit.proxy.enforcement_fakes import FakeReader, live_facts

@@ -24,12 +24,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from codec.guarded.base import element_class
-from codec.registry import request_class
 from harness.local_kafka import LocalKafka
 from harness.messages import build
 from harness.recording_relay import METADATA, Capture, Recorder, serve
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.guarded.base import element_class
+from kafka_policy_proxy.codec.registry import request_class
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "golden"

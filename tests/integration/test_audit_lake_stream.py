@@ -21,9 +21,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
 from harness.audit_data import bad_lines, example_cluster, generate_events
-from pipeline.sources.lake import committed, read_lake
-from policy.loader import load_policy
-from proxy.audit.kafka_sink import envelope
+from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.proxy.audit.kafka_sink import envelope
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

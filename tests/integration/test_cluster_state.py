@@ -21,11 +21,11 @@ from confluent_kafka.admin import (
 )
 
 from harness.ports import refused_port
-from policy.model import Fact
-from proxy.cluster.broker_defaults import CREATE_DEFAULTS
-from proxy.cluster.client import KafkaClient, SaslCredentials
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.policy.model import Fact
+from kafka_policy_proxy.proxy.cluster.broker_defaults import CREATE_DEFAULTS
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslCredentials
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
-from codec.registry import request_class
 from harness.messages import build, metadata_request
 from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.admin_clients import (
     AdminHarness,
     BrokerView,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.jobs.scan import run_scan
+from kafka_policy_proxy.pipeline.jobs.scan import run_scan
 from tests.integration.admin_clients import ConfluentAdmin, NewTopicSpec
 
 pytestmark = pytest.mark.integration

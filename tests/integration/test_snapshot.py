@@ -25,10 +25,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
-from policy.model import ConfigMap, TopicState, freeze_assignment
-from proxy.cluster.broker_defaults import CREATE_DEFAULTS
-from proxy.cluster.client import KafkaClient
-from proxy.cluster.snapshot import write_snapshot
+from kafka_policy_proxy.policy.model import ConfigMap, TopicState, freeze_assignment
+from kafka_policy_proxy.proxy.cluster.broker_defaults import CREATE_DEFAULTS
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient
+from kafka_policy_proxy.proxy.cluster.snapshot import write_snapshot
 from tests.integration.admin_clients import JavaAdmin, NewTopicSpec, TopicInfo
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from codec.header import request_header
 from harness.proxy_process import ProxyProcess
-from proxy.net.connection import framed
+from kafka_policy_proxy.codec.header import request_header
+from kafka_policy_proxy.proxy.net.connection import framed
 from tests.unit.proxy.tls_certs import TlsCerts, tls_certs_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration

@@ -16,10 +16,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from codec.registry import request_class
 from harness.messages import build, metadata_request
 from harness.proxy_process import ProxyProcess
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.connection_watcher import BrokerConnectionWatcher
 
 pytestmark = pytest.mark.integration

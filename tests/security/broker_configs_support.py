@@ -27,10 +27,10 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResourceType
 
-from codec.registry import request_class
 from harness.messages import build
 from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.cluster_fixtures import TEST_POLICY
 from tests.security.kafka_tools import tool
 from tests.security.raw import fence

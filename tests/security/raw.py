@@ -9,9 +9,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from codec.registry import request_class
 from harness.messages import build, metadata_request
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 
 
 def address(bootstrap: str) -> tuple[str, int]:

@@ -30,11 +30,11 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
-from codec.registry import request_class
 from harness.messages import build
 from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.cluster_fixtures import TEST_POLICY
 from tests.integration.enforcement_support import make_topic, settled
 from tests.security.kafka_tools import command_config, tool

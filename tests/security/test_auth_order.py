@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from codec.registry import request_class
 from harness.messages import build
 from harness.proxy_process import ProxyProcess, sasl_enforcing_proxy
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.admin_clients import BrokerView
 from tests.integration.cluster_fixtures import TEST_POLICY
 from tests.security.raw import auto_create_request, client, create_topics_request, fence

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from codec.registry import request_class
 from harness.messages import build
 from harness.proxy_process import ProxyProcess
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.admin_clients import (
     AdminHarness,
     NewTopicSpec,

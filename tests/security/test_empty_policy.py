@@ -24,7 +24,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.proxy_process import ProxyProcess
-from policy.revision import policy_revision
+from kafka_policy_proxy.policy.revision import policy_revision
 
 pytestmark = pytest.mark.integration
 

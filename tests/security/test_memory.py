@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from codec.registry import request_class
 from harness.messages import build, metadata_request
 from harness.proxy_process import ProxyProcess
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.cluster_fixtures import TEST_POLICY
 
 pytestmark = pytest.mark.integration

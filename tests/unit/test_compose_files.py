@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.config import _env_names
+from kafka_policy_proxy.proxy.config import _env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-import proxy.metrics  # noqa: F401  (registers every metric)
+import kafka_policy_proxy.proxy.metrics  # noqa: F401  (registers every metric)
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana-dashboard.json"
 

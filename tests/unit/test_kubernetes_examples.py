@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from policy.loader import load_policy
-from proxy.config import FILE_SUFFIX, ProxyConfig, section_model
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.proxy.config import FILE_SUFFIX, ProxyConfig, section_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubernetes"
 WORKLOADS = ["shared.yaml", "sidecar.yaml"]

@@ -2,8 +2,10 @@
 
 Each room may import the rooms it stands on (ROOMS), and through them, everything below
 those. docs/architecture.md draws the same plan. Imports inside functions and under
-TYPE_CHECKING count too. The harness (dev and tests only) is never imported by product code,
-no bench imports a test, and nothing edits sys.path or loads a module by file path.
+TYPE_CHECKING count too. Every import of the product goes through its one namespace,
+kafka_policy_proxy (a bare `policy` or `proxy` would load a second copy, or another
+distribution's package). The harness (dev and tests only) is never imported by product
+code, no bench imports a test, and nothing edits sys.path or loads a module by file path.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("codec", "policy", "proxy", "pipeline", "kafka_policy_proxy")
+NAMESPACE = "kafka_policy_proxy"
+# The folders the namespace links (kafka_policy_proxy/<folder> -> ../<folder>).
+PRODUCT = ("cli", "codec", "policy", "proxy", "pipeline")
 DEV_ONLY = ("harness", "tests", "bench")
 
 # Room -> the rooms directly under it. A module belongs to the room of its longest prefix.
@@ -35,8 +39,12 @@ ROOMS: dict[str, frozenset[str]] = {
     "proxy.filters": frozenset({"proxy.filters.api", "proxy.audit", "proxy.cluster"}),
     "proxy.net": frozenset({"proxy.filters", "proxy.tls"}),
     "proxy.runtime": frozenset({"proxy.net"}),
+    # The Spark package: its root holds the session and what a worker keeps between batches.
     "pipeline": frozenset({"policy.offline"}),
-    "kafka_policy_proxy": frozenset({"proxy.runtime", "pipeline"}),
+    "pipeline.sources": frozenset({"policy.offline"}),
+    "pipeline.rendering": frozenset(),
+    "pipeline.jobs": frozenset({"pipeline", "pipeline.sources", "pipeline.rendering"}),
+    "cli": frozenset({"proxy.runtime", "pipeline.jobs"}),
 }
 KIO_ADAPTER = Path("codec/kio_introspect.py")
 
@@ -55,8 +63,10 @@ def imported_modules(source: Path) -> set[tuple[int, str]]:
 
 
 def room_of(module: str) -> str | None:
-    """The room a dotted module name belongs to: its longest prefix in ROOMS."""
-    parts = module.split(".")
+    """The room a module of the namespace belongs to: its longest prefix in ROOMS."""
+    if not module.startswith(f"{NAMESPACE}."):
+        return None
+    parts = module.split(".")[1:]
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
         if prefix in ROOMS:
@@ -76,7 +86,8 @@ def below(room: str) -> frozenset[str]:
 def module_name(source: Path) -> str:
     """The dotted module name of a file under ROOT."""
     parts = source.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    dotted = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return f"{NAMESPACE}.{dotted}" if parts[0] in PRODUCT else dotted
 
 
 def sources(*packages: str) -> list[Path]:
@@ -107,7 +118,9 @@ def test_every_arrow_points_down(package: str) -> None:
             continue
         for line, module in sorted(imported_modules(source)):
             target = room_of(module)
-            if module.split(".")[0] in DEV_ONLY:
+            if module.split(".")[0] in PRODUCT:
+                arrows.append(f"{source.relative_to(ROOT)}:{line} imports {module} (bare)")
+            elif module.split(".")[0] in DEV_ONLY:
                 arrows.append(f"{source.relative_to(ROOT)}:{line} imports {module} (dev only)")
             elif target is not None and target != home and target not in below(home):
                 arrows.append(f"{source.relative_to(ROOT)}:{line} {home} -> {target} ({module})")
@@ -167,9 +180,10 @@ def test_the_checks_see_circles_and_imports_inside_functions(tmp_path: Path) -> 
     source = tmp_path / "lazy.py"
     source.write_text("def f():\n    from kio.serial import _introspect\n    import proxy.net\n")
     assert {m for _, m in imported_modules(source)} >= {"kio.serial._introspect", "proxy.net"}
-    assert room_of("proxy.filters.api") == "proxy.filters.api"
-    assert room_of("proxy.filters.topic_policy") == "proxy.filters"
-    assert "codec" in below("kafka_policy_proxy")
+    assert room_of(f"{NAMESPACE}.proxy.filters.api") == "proxy.filters.api"
+    assert room_of(f"{NAMESPACE}.proxy.filters.topic_policy") == "proxy.filters"
+    assert room_of("proxy.filters.api") is None  # bare: not the product's
+    assert "codec" in below("cli")
 
 
 def _calls(files: Iterable[Path]) -> list[str]:
@@ -190,6 +204,22 @@ def test_nothing_edits_sys_path_or_loads_a_module_by_file_path() -> None:
     assert not _calls(tree), "import the module instead (harness/ for dev code):\n" + "\n".join(
         _calls(tree)
     )
+
+
+def test_every_import_of_the_product_goes_through_its_namespace() -> None:
+    bare = [
+        f"{source.relative_to(ROOT)}:{line} imports {module}"
+        for source in sources(*PRODUCT, *DEV_ONLY)
+        for line, module in sorted(imported_modules(source))
+        if module.split(".")[0] in PRODUCT
+    ]
+    assert not bare, f"import {NAMESPACE}.<folder>..., never the bare folder:\n" + "\n".join(bare)
+
+
+def test_the_namespace_links_every_folder_and_nothing_else() -> None:
+    linked = {path.name: path for path in (ROOT / NAMESPACE).iterdir() if path.is_symlink()}
+    assert sorted(linked) == sorted(PRODUCT)
+    assert all(path.resolve() == ROOT / path.name for path in linked.values())
 
 
 def test_no_bench_imports_a_test() -> None:

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codec.guarded.base import element_class
-from codec.registry import request_class, response_class
 from harness.messages import build
+from kafka_policy_proxy.codec.guarded.base import element_class
+from kafka_policy_proxy.codec.registry import request_class, response_class
 
 TOPIC = 2
 BROKER = 4

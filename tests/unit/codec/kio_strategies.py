@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from codec.kio_introspect import (
+from kafka_policy_proxy.codec.kio_introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from codec.addresses import find_addresses
-from codec.registry import decode_exact, encode, response_class
 from harness.messages import build, metadata_response
+from kafka_policy_proxy.codec.addresses import find_addresses
+from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
 
 
 def _module(api_key: int, version: int) -> Any:

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from codec.admin_denials import ANSWERABLE, denial_response, filled
-from codec.api_classes import CLUSTER_MUTATIONS
-from codec.api_versions import proxy_range
-from codec.errors import CodecError
-from codec.registry import decode_exact, encode, request_class, response_class
 from harness.messages import build
+from kafka_policy_proxy.codec.admin_denials import ANSWERABLE, denial_response, filled
+from kafka_policy_proxy.codec.api_classes import CLUSTER_MUTATIONS
+from kafka_policy_proxy.codec.api_versions import proxy_range
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
 
 MESSAGE = "[admin-apis] User:ANONYMOUS may not call it"
 

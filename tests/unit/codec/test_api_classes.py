@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 from kio.schema.index import api_key_map
 
-from codec import api_versions
-from codec.api_classes import (
+from harness.messages import build
+from kafka_policy_proxy.codec import api_versions
+from kafka_policy_proxy.codec.api_classes import (
     API_CLASSES,
     CLUSTER_MUTATIONS,
     ApiClass,
     api_class,
     markdown_table,
 )
-from codec.api_versions import cap_response, proxy_range, supports
-from codec.errors import api_name
-from codec.guarded import GUARDED_API_KEYS
-from codec.registry import decode_exact, encode, known_versions, response_class
-from harness.messages import build
+from kafka_policy_proxy.codec.api_versions import cap_response, proxy_range, supports
+from kafka_policy_proxy.codec.errors import api_name
+from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS
+from kafka_policy_proxy.codec.registry import decode_exact, encode, known_versions, response_class
 
 SECURITY_DOC = Path(__file__).resolve().parents[3] / "docs" / "security.md"
 

@@ -4,7 +4,8 @@ import importlib
 
 import pytest
 
-from codec.api_versions import (
+from harness.messages import build
+from kafka_policy_proxy.codec.api_versions import (
     VERSION_CAPS,
     VERSION_FLOORS,
     cap_response,
@@ -12,8 +13,7 @@ from codec.api_versions import (
     supports,
     unsupported_version_response,
 )
-from codec.registry import decode_exact, encode, known_versions, response_class
-from harness.messages import build
+from kafka_policy_proxy.codec.registry import decode_exact, encode, known_versions, response_class
 
 
 def _response(version: int, entries: list[tuple[int, int, int]], error_code: int = 0) -> bytes:

@@ -8,10 +8,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.guarded import guarded_api
-from codec.guarded.base import element_class
-from codec.registry import request_class, response_class
 from harness.messages import build
+from kafka_policy_proxy.codec.guarded import guarded_api
+from kafka_policy_proxy.codec.guarded.base import element_class
+from kafka_policy_proxy.codec.registry import request_class, response_class
 from tests.unit.codec.guarded_cases import CASES
 
 INVALID_REQUEST = 42

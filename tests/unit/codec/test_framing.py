@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codec.framing import FrameSplitter, framed
+from kafka_policy_proxy.codec.framing import FrameSplitter, framed
 
 
 @given(

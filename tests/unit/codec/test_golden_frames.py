@@ -13,10 +13,18 @@ from typing import Any
 
 import pytest
 
-from codec.guarded import guarded_api
-from codec.header import peek_request_header, request_body_offset, response_header_size
-from codec.metadata_request import METADATA, decode_metadata_request, metadata_topics
-from codec.registry import encode
+from kafka_policy_proxy.codec.guarded import guarded_api
+from kafka_policy_proxy.codec.header import (
+    peek_request_header,
+    request_body_offset,
+    response_header_size,
+)
+from kafka_policy_proxy.codec.metadata_request import (
+    METADATA,
+    decode_metadata_request,
+    metadata_topics,
+)
+from kafka_policy_proxy.codec.registry import encode
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden"
 MANIFEST: list[dict[str, Any]] = json.loads((GOLDEN / "manifest.json").read_text())

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codec.guarded import GUARDED_API_KEYS, guarded_api
-from codec.metadata_request import METADATA, decode_metadata_request
-from codec.registry import encode, known_versions, request_class, response_class
+from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS, guarded_api
+from kafka_policy_proxy.codec.metadata_request import METADATA, decode_metadata_request
+from kafka_policy_proxy.codec.registry import encode, known_versions, request_class, response_class
 from tests.unit.codec.kio_strategies import entities
 
 

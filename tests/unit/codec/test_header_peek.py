@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codec.errors import CodecError
-from codec.header import (
+from harness.messages import build
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.header import (
     peek_request_header,
     produce_acks,
     request_body_offset,
@@ -15,8 +16,7 @@ from codec.header import (
     response_header,
     response_header_size,
 )
-from codec.registry import decode_exact, encode, request_class
-from harness.messages import build
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class
 
 
 def _produce(version: int, acks: int, transactional_id: str | None) -> bytes:

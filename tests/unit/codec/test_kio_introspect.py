@@ -21,7 +21,7 @@ from kio.schema.describe_topic_partitions.v0.response import (
 from kio.schema.metadata.v12.response import MetadataResponsePartition
 from kio.schema.types import BrokerId
 
-from codec.kio_introspect import (
+from kafka_policy_proxy.codec.kio_introspect import (
     KIO_VERSION,
     EntityField,
     EntityTupleField,
@@ -85,7 +85,8 @@ def test_a_kio_without_the_private_module_fails_on_import_naming_the_version(
 ) -> None:
     monkeypatch.setitem(sys.modules, "kio.serial._introspect", None)  # as if kio dropped it
     # A fresh import of the adapter; monkeypatch puts the loaded one back afterwards.
-    monkeypatch.delitem(sys.modules, "codec.kio_introspect")
+    monkeypatch.delitem(sys.modules, "kafka_policy_proxy.codec.kio_introspect")
     with pytest.raises(ImportError, match=rf"kio {re.escape(KIO_VERSION)} no longer provides"):
-        importlib.import_module("codec.kio_introspect")
-    assert "codec.kio_introspect" not in sys.modules  # the failed import left nothing behind
+        importlib.import_module("kafka_policy_proxy.codec.kio_introspect")
+    # The failed import left nothing behind.
+    assert "kafka_policy_proxy.codec.kio_introspect" not in sys.modules

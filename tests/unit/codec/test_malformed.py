@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codec.errors import CodecError
-from codec.guarded import GUARDED_API_KEYS, guarded_api
-from codec.header import peek_request_header, request_body_offset
-from codec.metadata_request import (
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS, guarded_api
+from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset
+from kafka_policy_proxy.codec.metadata_request import (
     METADATA,
     decode_metadata_request,
     metadata_topics,
     without_auto_create,
 )
-from codec.registry import encode, known_versions, request_class
+from kafka_policy_proxy.codec.registry import encode, known_versions, request_class
 
 FUZZ = settings.get_profile(os.environ.get("HYPOTHESIS_CODEC_FUZZ", "codec-fuzz-ci"))
 MUTATIONS = settings.get_profile(os.environ.get("HYPOTHESIS_CODEC_MUTATIONS", "codec-mutations"))

@@ -6,16 +6,16 @@ import uuid
 
 import pytest
 
-from codec.errors import CodecError
-from codec.guarded.base import element_class
-from codec.metadata_request import (
+from harness.messages import build
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.guarded.base import element_class
+from kafka_policy_proxy.codec.metadata_request import (
     MetadataTopics,
     decode_metadata_request,
     metadata_topics,
     without_auto_create,
 )
-from codec.registry import encode, request_class
-from harness.messages import build
+from kafka_policy_proxy.codec.registry import encode, request_class
 
 
 def _request(

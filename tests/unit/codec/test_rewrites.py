@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from codec.guarded import Rewrite, guarded_api
-from codec.registry import encode
+from kafka_policy_proxy.codec.guarded import Rewrite, guarded_api
+from kafka_policy_proxy.codec.registry import encode
 from tests.unit.codec.guarded_cases import CASES
 
 CREATE_TOPICS, ALTER_CONFIGS, INCREMENTAL = 19, 33, 44

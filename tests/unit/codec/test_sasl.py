@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codec.sasl import (
+from kafka_policy_proxy.codec.sasl import (
     OAUTHBEARER,
     PLAIN,
     SCRAM_SHA_256,

@@ -8,9 +8,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from codec.guarded import Denial, guarded_api
-from codec.registry import decode_exact, request_class, response_class
 from harness.messages import build
+from kafka_policy_proxy.codec.guarded import Denial, guarded_api
+from kafka_policy_proxy.codec.registry import decode_exact, request_class, response_class
 
 KNOWN = uuid.UUID("0f6c9a1e-3b0a-4a8e-9d51-2f9f7e3c1a01")
 UNKNOWN = uuid.UUID("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from codec.guarded import GUARDED_API_KEYS, guarded_api
-from codec.registry import encode
-from codec.violations import has_error_message
+from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS, guarded_api
+from kafka_policy_proxy.codec.registry import encode
+from kafka_policy_proxy.codec.violations import has_error_message
 from tests.unit.codec.guarded_cases import CASES, ApiCase
 
 NAMES = ["t0", "t1", "t2", "t3", "t4", "t5"]

@@ -7,11 +7,12 @@ import uuid
 
 import pytest
 
-from codec.errors import CodecError
-from codec.guarded import guarded_api
-from codec.guarded.base import element_class
-from codec.registry import encode, request_class
-from codec.topic_view import (
+from harness.messages import build
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.guarded import guarded_api
+from kafka_policy_proxy.codec.guarded.base import element_class
+from kafka_policy_proxy.codec.registry import encode, request_class
+from kafka_policy_proxy.codec.topic_view import (
     AlterConfigsItem,
     CreatePartitionsItem,
     CreateTopicItem,
@@ -20,7 +21,6 @@ from codec.topic_view import (
     IncrementalAlterConfigsItem,
     ReassignmentItem,
 )
-from harness.messages import build
 
 
 def _decoded(key: int, version: int, **fields: object) -> object:

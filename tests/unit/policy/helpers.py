@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy.builders import BROKER_ONLY_DEFAULTS
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.loader import load_policy
-from policy.model import ConfigMap, Principal, TopicState
+from kafka_policy_proxy.policy.builders import BROKER_ONLY_DEFAULTS
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import ConfigMap, Principal, TopicState
 
 ALICE = Principal("User:alice", "alice-cli", "10.0.0.7")
 ADMIN = Principal("User:platform-admin", "ops", "10.0.0.8")

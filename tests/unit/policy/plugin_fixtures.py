@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy.cluster import ClusterState
-from policy.model import TopicRequest
-from policy.plugins import PolicyPlugin, PolicyViolation
+from kafka_policy_proxy.policy.cluster import ClusterState
+from kafka_policy_proxy.policy.model import TopicRequest
+from kafka_policy_proxy.policy.plugins import PolicyPlugin, PolicyViolation
 
 CLOSED: list[str] = []
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from policy.admin_apis import ADMIN_APIS_RULE, AdminRequest
-from policy.decision_log import Outcome, outcome
-from policy.judge import judge_admin
-from policy.loader import PolicyError, load_policy
-from policy.model import Mode, Principal
+from kafka_policy_proxy.policy.admin_apis import ADMIN_APIS_RULE, AdminRequest
+from kafka_policy_proxy.policy.decision_log import Outcome, outcome
+from kafka_policy_proxy.policy.judge import judge_admin
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy.model import Mode, Principal
 
 POLICY = load_policy(
     """

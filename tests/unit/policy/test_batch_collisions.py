@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from policy import builders
-from policy.batch import BatchCluster, with_new_names
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, judge
-from policy.model import TopicRequest
-from policy.offline.scenario import evaluate_spec, parse_request
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.batch import BatchCluster, with_new_names
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import ClusterFacts, judge
+from kafka_policy_proxy.policy.model import TopicRequest
+from kafka_policy_proxy.policy.offline.scenario import evaluate_spec, parse_request
 
 from .helpers import ALICE, cluster, compile_rules, topic
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from policy.broker_configs import (
+from kafka_policy_proxy.policy.broker_configs import (
     BROKER_CONFIGS_RULE,
     INHERITED_RULE,
     BrokerConfigDecision,
     BrokerConfigRequest,
     ConfigResource,
 )
-from policy.cluster import InMemoryCluster
-from policy.decision_log import DecisionRecord, Outcome, Stamp, broker_config_record, outcome
-from policy.judge import (
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import (
+    DecisionRecord,
+    Outcome,
+    Stamp,
+    broker_config_record,
+    outcome,
+)
+from kafka_policy_proxy.policy.judge import (
     CLUSTER_STATE_RULE,
     NO_FACTS,
     BrokerConfigJudgement,
@@ -22,8 +28,15 @@ from policy.judge import (
     FactsUnavailable,
     judge_broker_configs,
 )
-from policy.loader import PolicyError, load_policy
-from policy.model import ConfigChange, ConfigMap, ConfigOp, Mode, Principal, TopicState
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy.model import (
+    ConfigChange,
+    ConfigMap,
+    ConfigOp,
+    Mode,
+    Principal,
+    TopicState,
+)
 
 RULES = """
 version: 1

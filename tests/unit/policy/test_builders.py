@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from policy import builders
-from policy.model import Action, AlterKind, ConfigOp, ConfigSource, Fact
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.model import Action, AlterKind, ConfigOp, ConfigSource, Fact
 
 from .helpers import ALICE, DEFAULTS, cluster, topic
 

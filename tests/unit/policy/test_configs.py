@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from policy.configs import (
+from kafka_policy_proxy.policy.configs import (
     ConfigType,
     apply_create,
     apply_incremental,
@@ -15,7 +15,7 @@ from policy.configs import (
     parse_bound,
     parse_value,
 )
-from policy.model import ConfigChange, ConfigOp
+from kafka_policy_proxy.policy.model import ConfigChange, ConfigOp
 
 DEFAULTS = {"retention.ms": "604800000", "cleanup.policy": "delete", "segment.ms": "604800000"}
 

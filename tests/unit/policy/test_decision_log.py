@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from kafka_policy_proxy.policy_command import audit_event_schema_text
-from policy.admin_apis import AdminRequest
-from policy.builders import create_request, delete_topic_request
-from policy.decision_log import (
+from kafka_policy_proxy.cli.policy_command import audit_event_schema_text
+from kafka_policy_proxy.policy.admin_apis import AdminRequest
+from kafka_policy_proxy.policy.builders import create_request, delete_topic_request
+from kafka_policy_proxy.policy.decision_log import (
     SCHEMA_VERSION,
     UNAUTHENTICATED,
     V2_FIELDS,
@@ -24,10 +24,10 @@ from policy.decision_log import (
     new_decision_id,
     refusal_record,
 )
-from policy.judge import ClusterFacts, judge, judge_admin
-from policy.loader import load_policy
-from policy.model import Decision, Principal, TopicRequest
-from policy.revision import policy_revision
+from kafka_policy_proxy.policy.judge import ClusterFacts, judge, judge_admin
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import Decision, Principal, TopicRequest
+from kafka_policy_proxy.policy.revision import policy_revision
 from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, compile_rules, topic
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "docs" / "audit-event.schema.json"

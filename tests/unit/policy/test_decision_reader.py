@@ -16,11 +16,11 @@ from harness.audit_data import (
     generate_events,
     refused_record,
 )
-from policy.admin_apis import AdminRequest
-from policy.broker_configs import BrokerConfigRequest
-from policy.decision_reader import Refusal, RequestReader
-from policy.loader import load_policy
-from policy.model import TopicRequest
+from kafka_policy_proxy.policy.admin_apis import AdminRequest
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigRequest
+from kafka_policy_proxy.policy.decision_reader import Refusal, RequestReader
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import TopicRequest
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "policy.yaml"
 POLICY = load_policy(EXAMPLE.read_text(), str(EXAMPLE))

@@ -9,10 +9,17 @@ from typing import Any
 
 import pytest
 
-from policy import builders
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.model import ConfigSource, Decision, Fact, Mode, Principal, TopicRequest
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.model import (
+    ConfigSource,
+    Decision,
+    Fact,
+    Mode,
+    Principal,
+    TopicRequest,
+)
 
 from .helpers import ADMIN, ALICE, DEFAULTS, cluster, compile_rules, topic
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policy.loader import load_policy
+from kafka_policy_proxy.policy.loader import load_policy
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_FILES = sorted((ROOT / "examples").rglob("*.yaml"))

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
-from policy.builders import (
+from kafka_policy_proxy.policy.builders import (
     alter_configs_request,
     create_partitions_request,
     create_request,
     incremental_alter_configs_request,
 )
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.java_policy import altered_configs
-from policy.loader import PolicyError, load_policy
-from policy.model import ConfigMap, Principal, TopicState
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.java_policy import altered_configs
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy.model import ConfigMap, Principal, TopicState
 
 WHO = Principal("User:alice")
 CLUSTER = InMemoryCluster()
@@ -198,7 +198,7 @@ def test_a_failing_policy_denies_and_logs_the_java_stack_trace(
     )
     compiled = load_policy(text, "broken.yaml", base_dir=jars)
     try:
-        with caplog.at_level(logging.ERROR, logger="policy.java_policy"):
+        with caplog.at_level(logging.ERROR, logger="kafka_policy_proxy.policy.java_policy"):
             decision = compiled.evaluate(create("team.orders"), CLUSTER)
     finally:
         compiled.close()

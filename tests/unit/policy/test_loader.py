@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from policy.loader import PolicyError, format_path, load_policy, parse_document, policy_json_schema
+from kafka_policy_proxy.policy.loader import (
+    PolicyError,
+    format_path,
+    load_policy,
+    parse_document,
+    policy_json_schema,
+)
 
 
 def problems(source: str | dict[str, object]) -> list[tuple[str, str, int | None]]:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import builders
-from policy.cluster import InMemoryCluster
-from policy.model import (
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import (
     Action,
     ConfigMap,
     Decision,

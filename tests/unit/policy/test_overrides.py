@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from policy.builders import (
+from kafka_policy_proxy.policy.builders import (
     alter_configs_request,
     create_partitions_request,
     create_request,
     delete_topic_request,
     incremental_alter_configs_request,
 )
-from policy.judge import ClusterFacts, Verdict, judge
-from policy.loader import PolicyError
-from policy.model import OverrideKind, TopicRequest
+from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge
+from kafka_policy_proxy.policy.loader import PolicyError
+from kafka_policy_proxy.policy.model import OverrideKind, TopicRequest
 from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, compile_rules, topic
 
 RETENTION = {"retention.ms": {"max": "7d", "cap": True}}

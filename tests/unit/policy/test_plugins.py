@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
-from policy import builders
-from policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
 
 from . import plugin_fixtures
 from .helpers import ALICE, cluster
@@ -44,7 +44,7 @@ def test_plugin_sees_the_cluster_state() -> None:
 
 def test_a_failing_plugin_denies_and_logs_the_traceback(caplog: pytest.LogCaptureFixture) -> None:
     policy = load_policy({"plugins": [{"name": "broken", "class": f"{HERE}.Broken"}]})
-    with caplog.at_level(logging.ERROR, logger="policy.engine"):
+    with caplog.at_level(logging.ERROR, logger="kafka_policy_proxy.policy.engine"):
         decision = decide(policy, create("orders"), cluster())
     assert not decision.allowed
     assert messages(decision) == [

@@ -7,10 +7,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import builders
-from policy.loader import load_policy
-from policy.model import Decision, Fact, Principal
-from policy.offline.scenario import parse_suite
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import Decision, Fact, Principal
+from kafka_policy_proxy.policy.offline.scenario import parse_suite
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = load_policy((ROOT / "examples/policy.yaml").read_text(), "examples/policy.yaml")

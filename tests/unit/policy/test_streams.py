@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policy import builders
-from policy.model import Principal
+from kafka_policy_proxy.policy import builders
+from kafka_policy_proxy.policy.model import Principal
 
 from .helpers import ALICE, cluster, compile_rules, topic
 from .test_engine import decide, messages

@@ -5,10 +5,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from codec.framing import framed
-from codec.header import peek_request_header, request_header
-from codec.registry import encode
-from proxy.filters.api import RequestContext
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.codec.header import peek_request_header, request_header
+from kafka_policy_proxy.codec.registry import encode
+from kafka_policy_proxy.proxy.filters.api import RequestContext
 
 
 def request_frame(

@@ -8,14 +8,14 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from codec.registry import request_class
 from harness.messages import build
-from policy.cluster import InMemoryCluster
-from policy.model import Fact
-from proxy.audit.file_sink import AuditLog
-from proxy.audit.recorder import DecisionRecorder
-from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.codec.registry import request_class
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.model import Fact
+from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 
 
 class FakeReader:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.config import ConfigError, load_config
+from kafka_policy_proxy.proxy.config import ConfigError, load_config
 
 
 @pytest.fixture(autouse=True)

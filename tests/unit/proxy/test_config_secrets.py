@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from proxy.config import ConfigError, load_config
+from kafka_policy_proxy.proxy.config import ConfigError, load_config
 
 SECRET = "hunter2-very-secret"
 

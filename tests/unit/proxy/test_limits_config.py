@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.config import ConfigError, LimitsConfig, load_config
+from kafka_policy_proxy.proxy.config import ConfigError, LimitsConfig, load_config
 
 UPSTREAM = {"bootstrap_servers": ["kafka:9092"]}
 

@@ -14,8 +14,8 @@ import yaml
 from pyspark.sql import SparkSession
 
 from harness.audit_data import ConfigCall, example_cluster, generate_events
-from policy.loader import load_policy
-from policy.model import Fact
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import Fact
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLE = REPO / "examples" / "policy.yaml"

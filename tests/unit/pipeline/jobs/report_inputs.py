@@ -25,14 +25,14 @@ from harness.audit_data import (
     generate_events,
     write_events,
 )
-from pipeline.jobs.report import run_report
-from policy.builders import create_request
-from policy.cluster import InMemoryCluster
-from policy.decision_log import V2_FIELDS, Stamp, decision_record
-from policy.engine import CompiledPolicy
-from policy.judge import ClusterFacts, judge
-from policy.loader import load_policy
-from policy.model import Principal
+from kafka_policy_proxy.pipeline.jobs.report import run_report
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import V2_FIELDS, Stamp, decision_record
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import ClusterFacts, judge
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import Principal
 
 REPO = Path(__file__).resolve().parents[4]
 POLICY = REPO / "examples" / "policy.yaml"

@@ -11,9 +11,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from policy.cluster import InMemoryCluster, is_internal
-from policy.loader import load_policy
-from policy.model import (
+from kafka_policy_proxy.policy.cluster import InMemoryCluster, is_internal
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import (
     Action,
     ConfigChange,
     ConfigMap,

@@ -22,11 +22,11 @@ from harness.audit_data import (
     write_snapshot,
 )
 from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
-from pipeline.jobs.replay import run_replay
-from pipeline.jobs.replayer import ALL_TOPICS_NOT_RECORDED
-from pipeline.sources.snapshots import SnapshotError
-from policy.loader import PolicyError, load_policy
-from policy.model import Fact, TopicRequest
+from kafka_policy_proxy.pipeline.jobs.replay import run_replay
+from kafka_policy_proxy.pipeline.jobs.replayer import ALL_TOPICS_NOT_RECORDED
+from kafka_policy_proxy.pipeline.sources.snapshots import SnapshotError
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy.model import Fact, TopicRequest
 from tests.unit.pipeline.jobs.replay_inputs import (
     ALICE_THREADS,
     ALLOWED,

@@ -14,13 +14,17 @@ from harness.audit_data import (
     refused_record,
     write_snapshot,
 )
-from pipeline.jobs.replayer import ALL_TOPICS_FROM_SNAPSHOT, ALL_TOPICS_NOT_RECORDED, Replayer
-from policy.cluster import InMemoryCluster
-from policy.judge import CLUSTER_STATE_RULE
-from policy.loader import load_policy
-from policy.model import Fact, TopicRequest
-from policy.offline.recorded_facts import defaults_folded, missing_facts
-from policy.offline.snapshot_format import parse_snapshot
+from kafka_policy_proxy.pipeline.jobs.replayer import (
+    ALL_TOPICS_FROM_SNAPSHOT,
+    ALL_TOPICS_NOT_RECORDED,
+    Replayer,
+)
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.judge import CLUSTER_STATE_RULE
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import Fact, TopicRequest
+from kafka_policy_proxy.policy.offline.recorded_facts import defaults_folded, missing_facts
+from kafka_policy_proxy.policy.offline.snapshot_format import parse_snapshot
 from tests.unit.pipeline.jobs.replay_inputs import (
     ALICE_THREADS,
     CLUSTER_WIDE,

@@ -25,10 +25,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from harness.audit_data import example_cluster, write_snapshot
-from pipeline.jobs.replay import run_replay
-from pipeline.jobs.report import run_report
-from pipeline.sources.audit_events import read_audit
-from policy.decision_log import RecordedAction
+from kafka_policy_proxy.pipeline.jobs.replay import run_replay
+from kafka_policy_proxy.pipeline.jobs.report import run_report
+from kafka_policy_proxy.pipeline.sources.audit_events import read_audit
+from kafka_policy_proxy.policy.decision_log import RecordedAction
 from tests.unit.pipeline.jobs.report_inputs import (
     EVENTS,
     POLICY,

@@ -18,8 +18,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from harness.audit_data import bad_lines, example_cluster, generate_events, write_events
-from pipeline.jobs.report import SMALL_TABLES, run_report
-from policy.loader import load_policy
+from kafka_policy_proxy.pipeline.jobs.report import SMALL_TABLES, run_report
+from kafka_policy_proxy.policy.loader import load_policy
 from tests.unit.pipeline.commands import start_pipeline_cli
 
 REPO = Path(__file__).resolve().parents[4]

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.jobs.scan import run_scan
-from pipeline.sources.snapshots import SnapshotError
-from policy.builders import create_request
-from policy.cluster import InMemoryCluster
-from policy.loader import PolicyError, load_policy
-from policy.model import Principal, TopicState
-from policy.overlays import OtherTopics
+from kafka_policy_proxy.pipeline.jobs.scan import run_scan
+from kafka_policy_proxy.pipeline.sources.snapshots import SnapshotError
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy.model import Principal, TopicState
+from kafka_policy_proxy.policy.overlays import OtherTopics
 from tests.unit.pipeline.jobs.scan_inputs import (
     EMPTY,
     EXAMPLE_POLICY,

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pipeline.rendering.charts import small_multiples, time_chart
-from pipeline.rendering.periods import periods_between
+from kafka_policy_proxy.pipeline.rendering.charts import small_multiples, time_chart
+from kafka_policy_proxy.pipeline.rendering.periods import periods_between
 
 
 @pytest.mark.parametrize(

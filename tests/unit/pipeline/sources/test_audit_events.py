@@ -15,10 +15,10 @@ from harness.audit_data import (
     generate_events,
     write_events,
 )
-from pipeline.sources.audit_events import UNREADABLE, classified, read_audit
-from pipeline.sources.audit_lines import SAMPLE_BYTES, sample
-from policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
-from policy.loader import load_policy
+from kafka_policy_proxy.pipeline.sources.audit_events import UNREADABLE, classified, read_audit
+from kafka_policy_proxy.pipeline.sources.audit_lines import SAMPLE_BYTES, sample
+from kafka_policy_proxy.policy.decision_log import RESOURCE_FIELDS, TRACE_FIELDS, V2_FIELDS
+from kafka_policy_proxy.policy.loader import load_policy
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLE = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")

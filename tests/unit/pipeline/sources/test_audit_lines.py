@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 
 from harness.audit_data import bad_lines, example_cluster, generate_events
-from pipeline.sources.audit_lines import (
+from kafka_policy_proxy.pipeline.sources.audit_lines import (
     MALFORMED,
     SAMPLE_BYTES,
     classify,
     classify_envelope,
     sample,
 )
-from policy.decision_log import V2_FIELDS
-from policy.loader import load_policy
-from proxy.audit.kafka_sink import envelope
+from kafka_policy_proxy.policy.decision_log import V2_FIELDS
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.proxy.audit.kafka_sink import envelope
 
 REPO = Path(__file__).resolve().parents[4]
 EXAMPLE = load_policy((REPO / "examples" / "policy.yaml").read_text(), "policy.yaml")

@@ -11,10 +11,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from harness.audit_data import example_cluster, generate_events
-from pipeline.sources.audit_stream import write_records
-from pipeline.sources.lake import committed, read_lake
-from policy.loader import load_policy
-from proxy.audit.kafka_sink import envelope
+from kafka_policy_proxy.pipeline.sources.audit_stream import write_records
+from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.proxy.audit.kafka_sink import envelope
 
 REPO = Path(__file__).resolve().parents[4]
 EVENTS = list(

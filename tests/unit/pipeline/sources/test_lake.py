@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-import pipeline.sources.lake as lake_module
+import kafka_policy_proxy.pipeline.sources.lake as lake_module
 from harness.audit_data import bad_lines, example_cluster, generate_events, write_events
-from pipeline.jobs.replay import run_replay
-from pipeline.jobs.report import run_report
-from pipeline.sources.audit_events import UNREADABLE
-from pipeline.sources.audit_source import AuditSource
-from pipeline.sources.lake import IngestConflict, committed, ingest, read_lake
-from policy.loader import load_policy
+from kafka_policy_proxy.pipeline.jobs.replay import run_replay
+from kafka_policy_proxy.pipeline.jobs.report import run_report
+from kafka_policy_proxy.pipeline.sources.audit_events import UNREADABLE
+from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
+from kafka_policy_proxy.pipeline.sources.lake import IngestConflict, committed, ingest, read_lake
+from kafka_policy_proxy.policy.loader import load_policy
 
 REPO = Path(__file__).resolve().parents[4]
 POLICY = REPO / "examples" / "policy.yaml"

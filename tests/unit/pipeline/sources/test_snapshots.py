@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.sources.snapshots import SnapshotError, read_clusters
+from kafka_policy_proxy.pipeline.sources.snapshots import SnapshotError, read_clusters
 
 
 def _snapshot(cluster_id: str, topics: list[tuple[str, int]], *, end: bool = True) -> list[str]:

@@ -7,8 +7,13 @@ from typing import Any
 
 import pytest
 
-from policy.cluster import InMemoryCluster
-from policy.offline.snapshot_format import SnapshotError, TopicLine, parse_line, parse_snapshot
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.offline.snapshot_format import (
+    SnapshotError,
+    TopicLine,
+    parse_line,
+    parse_snapshot,
+)
 
 
 def snapshot(*topics: tuple[str, int, bool]) -> list[str]:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from proxy.audit.kafka_sink import envelope, producer_settings
-from proxy.config import ConfigError, build_config
+from kafka_policy_proxy.proxy.audit.kafka_sink import envelope, producer_settings
+from kafka_policy_proxy.proxy.config import ConfigError, build_config
 
 
 def config(**sections: Any) -> Any:

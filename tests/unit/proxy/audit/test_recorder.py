@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
-from policy.admin_apis import AdminDecision, AdminRequest
-from policy.model import Principal
-from proxy.audit.file_sink import AuditLog
-from proxy.audit.recorder import DecisionRecorder
-from proxy.audit.sink import AuditDeliveryError, AuditSink
+from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
+from kafka_policy_proxy.policy.model import Principal
+from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError, AuditSink
 from tests.unit.proxy.contexts import context
 
 CREATE_ACLS = 30

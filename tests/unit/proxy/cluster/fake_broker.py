@@ -23,8 +23,8 @@ from kio.schema.metadata.v12.response import (
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32
 
-from codec.header import peek_request_header, response_header
-from codec.registry import encode
+from kafka_policy_proxy.codec.header import peek_request_header, response_header
+from kafka_policy_proxy.codec.registry import encode
 
 TOPIC_ID = uuid.UUID("6b1b8f0e-6a4e-4d6b-9a59-0d1f2f9b7c11")
 

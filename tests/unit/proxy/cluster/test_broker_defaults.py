@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
-from proxy.cluster.broker_defaults import TOPIC_ONLY_DEFAULTS, topic_defaults
+from kafka_policy_proxy.policy.config_synonyms import TOPIC_CONFIG_SYNONYMS
+from kafka_policy_proxy.proxy.cluster.broker_defaults import TOPIC_ONLY_DEFAULTS, topic_defaults
 
 
 def test_retention_ms_prefers_ms_then_minutes_then_hours() -> None:

@@ -6,7 +6,11 @@ import base64
 
 import pytest
 
-from proxy.cluster.client import SaslAuthenticationError, SaslCredentials, ScramClient
+from kafka_policy_proxy.proxy.cluster.client import (
+    SaslAuthenticationError,
+    SaslCredentials,
+    ScramClient,
+)
 
 # RFC 7677, section 3: one SCRAM-SHA-256 exchange.
 RFC7677_CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"

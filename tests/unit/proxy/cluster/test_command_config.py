@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cluster.client import SaslCredentials
-from proxy.cluster.command_config import (
+from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.command_config import (
     CommandConfigError,
     command_config_credentials,
     load_command_config,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from policy.model import Fact
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.policy.model import Fact
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from tests.unit.proxy.cluster.fake_broker import answers
 
 

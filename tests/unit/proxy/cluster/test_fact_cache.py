@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policy.model import ConfigMap, TopicState
-from proxy.cluster.fact_cache import (
+from kafka_policy_proxy.policy.model import ConfigMap, TopicState
+from kafka_policy_proxy.proxy.cluster.fact_cache import (
     ALL_TOPICS,
     BROKER_DEFAULTS,
     PRUNE_MIN,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from policy.builders import delete_topic_request, incremental_alter_configs_request
-from policy.cluster import InMemoryCluster
-from policy.loader import load_policy
-from policy.model import ConfigMap, Fact, Principal, TopicState
-from proxy.cluster.live_facts import LiveFacts
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.policy.builders import (
+    delete_topic_request,
+    incremental_alter_configs_request,
+)
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import ConfigMap, Fact, Principal, TopicState
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 
 POLICY = load_policy(
     """

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from codec.registry import encode
-from policy.model import ConfigMap, Fact
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.codec.registry import encode
+from kafka_policy_proxy.policy.model import ConfigMap, Fact
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from tests.unit.proxy.cluster.fake_broker import TOPIC_ID, Script, answers, describe, metadata
 
 

@@ -36,14 +36,18 @@ from kio.schema.metadata.v12.response import (
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32
 
-from codec.header import peek_request_header, request_body_offset, response_header
-from codec.registry import decode_exact, encode, request_class
 from harness.ports import refused_port
-from kafka_policy_proxy import main
-from policy.model import TopicState
-from proxy.cluster.broker_defaults import topic_defaults
-from proxy.cluster.snapshot import write_snapshot
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.cli import main
+from kafka_policy_proxy.codec.header import (
+    peek_request_header,
+    request_body_offset,
+    response_header,
+)
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class
+from kafka_policy_proxy.policy.model import TopicState
+from kafka_policy_proxy.proxy.cluster.broker_defaults import topic_defaults
+from kafka_policy_proxy.proxy.cluster.snapshot import write_snapshot
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 
 # name -> replica lists by partition.
 TOPICS: dict[str, list[list[int]]] = {

@@ -15,13 +15,13 @@ from kio.schema.describe_configs.v4.response import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from codec.header import peek_request_header, request_body_offset
-from codec.registry import decode_exact, encode, request_class
-from codec.topic_view import ConfigResourceItem
-from policy.model import Fact
-from proxy.cluster.reader import ClusterStateReader
-from proxy.cluster.unapplied_changes import shows
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class
+from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
+from kafka_policy_proxy.policy.model import Fact
+from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
+from kafka_policy_proxy.proxy.cluster.unapplied_changes import shows
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from tests.unit.proxy.cluster.fake_broker import metadata
 
 OLD_RETENTION, NEW_RETENTION = "86400000", "259200000"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from codec.registry import decode_exact, encode, response_class
 from harness.messages import build
-from proxy.filters.address_rewrite import AddressRewriteFilter
-from proxy.filters.api import Forward
+from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
+from kafka_policy_proxy.proxy.filters.address_rewrite import AddressRewriteFilter
+from kafka_policy_proxy.proxy.filters.api import Forward
 from tests.unit.proxy.contexts import context, settle
 
 

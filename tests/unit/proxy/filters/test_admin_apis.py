@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from codec.admin_denials import filled
-from codec.api_classes import CLUSTER_MUTATIONS
-from codec.api_versions import proxy_range
-from codec.registry import decode_exact, request_class, response_class
 from harness.messages import build
-from policy.decision_log import DecisionRecord
-from policy.engine import CompiledPolicy
-from policy.loader import load_policy
-from proxy.filters.admin_apis import AdminApiFilter
-from proxy.filters.api import Answer, Close, Forward, Verdict
+from kafka_policy_proxy.codec.admin_denials import filled
+from kafka_policy_proxy.codec.api_classes import CLUSTER_MUTATIONS
+from kafka_policy_proxy.codec.api_versions import proxy_range
+from kafka_policy_proxy.codec.registry import decode_exact, request_class, response_class
+from kafka_policy_proxy.policy.decision_log import DecisionRecord
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.proxy.filters.admin_apis import AdminApiFilter
+from kafka_policy_proxy.proxy.filters.api import Answer, Close, Forward, Verdict
 from tests.unit.proxy.contexts import context
 from tests.unit.proxy.enforcement_fakes import Records
 

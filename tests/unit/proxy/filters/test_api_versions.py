@@ -5,12 +5,12 @@ from __future__ import annotations
 import importlib
 import struct
 
-from codec.api_versions import VERSION_CAPS
-from codec.framing import framed
-from codec.registry import decode_exact, encode, response_class
 from harness.messages import build
-from proxy.filters.api import Answer, Forward
-from proxy.filters.api_versions import ApiVersionsFilter
+from kafka_policy_proxy.codec.api_versions import VERSION_CAPS
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
+from kafka_policy_proxy.proxy.filters.api import Answer, Forward
+from kafka_policy_proxy.proxy.filters.api_versions import ApiVersionsFilter
 from tests.unit.proxy.contexts import context, context_of, settle
 
 UNSUPPORTED_VERSION = 35

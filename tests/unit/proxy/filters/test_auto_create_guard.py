@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from codec.registry import decode_exact, request_class
 from harness.messages import build
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.loader import load_policy
-from policy.model import TopicState
-from proxy.filters.api import Forward, ForwardModified, Verdict
-from proxy.filters.auto_create_guard import AutoCreateGuardFilter
+from kafka_policy_proxy.codec.registry import decode_exact, request_class
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import TopicState
+from kafka_policy_proxy.proxy.filters.api import Forward, ForwardModified, Verdict
+from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from tests.unit.proxy.contexts import context, settle
 from tests.unit.proxy.enforcement_fakes import FakeReader, Records, live_facts
 

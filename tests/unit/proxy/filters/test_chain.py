@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from codec.errors import CodecError
-from proxy.filters.api import (
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.proxy.filters.api import (
     Answer,
     Close,
     Filter,
@@ -17,7 +17,7 @@ from proxy.filters.api import (
     Verdict,
     WithPrincipal,
 )
-from proxy.filters.chain import FilterChain
+from kafka_policy_proxy.proxy.filters.chain import FilterChain
 from tests.unit.proxy.contexts import context, settle
 
 METADATA, LIST_OFFSETS = 3, 2

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from policy.builders import (
+from kafka_policy_proxy.policy.builders import (
     alter_configs_request,
     create_partitions_request,
     incremental_alter_configs_request,
 )
-from policy.model import ConfigMap, Override, OverrideKind, Principal, TopicState
-from proxy.filters.changed_state import state_after
+from kafka_policy_proxy.policy.model import ConfigMap, Override, OverrideKind, Principal, TopicState
+from kafka_policy_proxy.proxy.filters.changed_state import state_after
 
 ORDERS = TopicState(
     "orders",

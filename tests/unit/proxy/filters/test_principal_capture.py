@@ -14,12 +14,12 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate import v2 as auth_v2
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
-from codec.errors import CodecError
-from codec.registry import encode
-from policy.decision_log import DecisionRecord
-from policy.loader import load_policy
-from proxy.filters.api import Close, Forward, RequestContext, WithPrincipal
-from proxy.filters.principal_capture import PrincipalCaptureFilter
+from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.registry import encode
+from kafka_policy_proxy.policy.decision_log import DecisionRecord
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.proxy.filters.api import Close, Forward, RequestContext, WithPrincipal
+from kafka_policy_proxy.proxy.filters.principal_capture import PrincipalCaptureFilter
 from tests.unit.proxy.contexts import context, settle
 from tests.unit.proxy.enforcement_fakes import Records, create_topics
 

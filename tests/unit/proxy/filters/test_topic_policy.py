@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from codec.registry import decode_exact, encode, request_class, response_class
 from harness.messages import build
-from policy.cluster import InMemoryCluster
-from policy.engine import CompiledPolicy
-from policy.loader import load_policy
-from policy.model import ConfigMap, TopicState
-from proxy.filters.api import Answer, Forward, ForwardModified
-from proxy.filters.topic_policy import TopicPolicyFilter
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.model import ConfigMap, TopicState
+from kafka_policy_proxy.proxy.filters.api import Answer, Forward, ForwardModified
+from kafka_policy_proxy.proxy.filters.topic_policy import TopicPolicyFilter
 from tests.unit.proxy.contexts import context
 from tests.unit.proxy.enforcement_fakes import FakeReader, Records, create_topics, live_facts
 

@@ -12,11 +12,11 @@ from kio.schema.sasl_authenticate import v2 as auth_v2
 from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
-from codec.header import peek_request_header, request_body_offset, request_header
-from codec.registry import decode_exact, encode, request_class, response_class
-from codec.sasl import SaslError, SaslParseError, scram_escape
-from proxy.identity.principal import ANONYMOUS
-from proxy.identity.sasl import (
+from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset, request_header
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
+from kafka_policy_proxy.codec.sasl import SaslError, SaslParseError, scram_escape
+from kafka_policy_proxy.proxy.identity.principal import ANONYMOUS
+from kafka_policy_proxy.proxy.identity.sasl import (
     Authenticated,
     AuthenticationFailed,
     SaslPrincipalTracker,

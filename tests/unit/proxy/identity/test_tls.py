@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.identity.tls import (
+from kafka_policy_proxy.proxy.identity.tls import (
     MappingRuleError,
     NoMatchingRuleError,
     parse_mapping_rules,

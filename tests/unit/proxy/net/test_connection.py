@@ -11,12 +11,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from codec.header import peek_request_header, produce_acks, request_header, response_header
-from codec.registry import encode, request_class, response_class
 from harness.messages import build
-from proxy.config import ProxyConfig
-from proxy.net.connection import framed
-from proxy.runtime.server import ProxyServer
+from kafka_policy_proxy.codec.header import (
+    peek_request_header,
+    produce_acks,
+    request_header,
+    response_header,
+)
+from kafka_policy_proxy.codec.registry import encode, request_class, response_class
+from kafka_policy_proxy.proxy.config import ProxyConfig
+from kafka_policy_proxy.proxy.net.connection import framed
+from kafka_policy_proxy.proxy.runtime.server import ProxyServer
 
 SLOW_API = 2  # ListOffsets: the fake broker answers it late
 BIG_API = 1  # Fetch: the fake broker answers with a large body, in small slow pieces

@@ -7,11 +7,11 @@ import struct
 from collections.abc import Callable, Generator
 from typing import Any, cast
 
-from codec.framing import framed
-from codec.header import response_header
-from codec.registry import request_class
 from harness.messages import build
-from proxy.filters.api import (
+from kafka_policy_proxy.codec.framing import framed
+from kafka_policy_proxy.codec.header import response_header
+from kafka_policy_proxy.codec.registry import request_class
+from kafka_policy_proxy.proxy.filters.api import (
     Answer,
     Close,
     Filter,
@@ -20,8 +20,8 @@ from proxy.filters.api import (
     Verdict,
     WithPrincipal,
 )
-from proxy.filters.chain import FilterChain
-from proxy.net.actions import (
+from kafka_policy_proxy.proxy.filters.chain import FilterChain
+from kafka_policy_proxy.proxy.net.actions import (
     Action,
     AwaitDecision,
     AwaitResponse,
@@ -31,7 +31,7 @@ from proxy.net.actions import (
     SendToClient,
     StopReading,
 )
-from proxy.net.conversation import STREAM_REQUEST_AFTER, Conversation
+from kafka_policy_proxy.proxy.net.conversation import STREAM_REQUEST_AFTER, Conversation
 from tests.unit.proxy.contexts import request_frame
 
 LIST_OFFSETS, FETCH, CREATE_TOPICS, SASL_AUTHENTICATE = 2, 1, 19, 36

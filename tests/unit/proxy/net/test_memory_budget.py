@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.net.memory_budget import PAUSE, MemoryBudget
+from kafka_policy_proxy.proxy.net.memory_budget import PAUSE, MemoryBudget
 
 
 class Clock:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from codec.header import RequestHeader
-from proxy.net.response_order import OutOfOrder, ResponseOrder
+from kafka_policy_proxy.codec.header import RequestHeader
+from kafka_policy_proxy.proxy.net.response_order import OutOfOrder, ResponseOrder
 
 LIST_OFFSETS, PRODUCE, CREATE_TOPICS = 2, 0, 19
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from proxy.runtime.admin_http import AdminServer
+from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
 
 
 async def ask(port: int, raw: bytes) -> tuple[str, str]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from policy.loader import PolicyError
-from policy.plugins import PolicyPlugin
-from proxy.runtime.policy_source import RETIRED_FOR_S, PolicySource
+from kafka_policy_proxy.policy.loader import PolicyError
+from kafka_policy_proxy.policy.plugins import PolicyPlugin
+from kafka_policy_proxy.proxy.runtime.policy_source import RETIRED_FOR_S, PolicySource
 
 GUARD = "version: 1\nrules:\n  - {name: guard, deny: true}\n"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from kafka_policy_proxy.run_command import _workers
-from proxy.config import build_config
-from proxy.runtime.workers import METRICS_ENV, Supervisor
+from kafka_policy_proxy.cli.run_command import _workers
+from kafka_policy_proxy.proxy.config import build_config
+from kafka_policy_proxy.proxy.runtime.workers import METRICS_ENV, Supervisor
 
 
 @dataclass

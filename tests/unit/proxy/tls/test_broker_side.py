@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 
 from harness.throwaway_ca import ThrowawayCa
-from proxy.cluster.client import KafkaClient
-from proxy.cluster.discovery import brokers_request
-from proxy.config import UpstreamTlsConfig
-from proxy.tls.broker_side import BrokerTlsError, UpstreamTlsError, client_context
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient
+from kafka_policy_proxy.proxy.cluster.discovery import brokers_request
+from kafka_policy_proxy.proxy.config import UpstreamTlsConfig
+from kafka_policy_proxy.proxy.tls.broker_side import (
+    BrokerTlsError,
+    UpstreamTlsError,
+    client_context,
+)
 
 
 @pytest.fixture(scope="module")

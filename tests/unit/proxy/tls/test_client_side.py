@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import pytest
 
-from proxy.config import ConfigError, TlsConfig, load_config
-from proxy.identity.tls import MappingRuleError
-from proxy.tls.client_side import (
+from kafka_policy_proxy.proxy.config import ConfigError, TlsConfig, load_config
+from kafka_policy_proxy.proxy.identity.tls import MappingRuleError
+from kafka_policy_proxy.proxy.tls.client_side import (
     CertificatePrincipalError,
     CertificatePrincipals,
     TlsError,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafka_policy_proxy import main
-from proxy.config import ProxyConfig
+from kafka_policy_proxy.cli import main
+from kafka_policy_proxy.proxy.config import ProxyConfig
 
 SECRET = "hunter2-very-secret"
 

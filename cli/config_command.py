@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, SecretStr
 
-from proxy.config import (
+from kafka_policy_proxy.proxy.config import (
     ENV_PREFIX,
     FILE_SUFFIX,
     ConfigError,

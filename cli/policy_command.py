@@ -9,15 +9,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from policy.broker_configs import BrokerConfigDecision
-from policy.cluster import InMemoryCluster
-from policy.decision_log import json_schema
-from policy.engine import CompiledPolicy
-from policy.judge import Verdict
-from policy.loader import PolicyError, load_policy, policy_json_schema
-from policy.model import Decision, Mode
-from policy.offline.cluster_spec import ClusterSpec
-from policy.offline.scenario import (
+from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import json_schema
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import Verdict
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy, policy_json_schema
+from kafka_policy_proxy.policy.model import Decision, Mode
+from kafka_policy_proxy.policy.offline.cluster_spec import ClusterSpec
+from kafka_policy_proxy.policy.offline.scenario import (
     evaluate_resources,
     evaluate_spec,
     parse_cluster,
@@ -25,8 +25,8 @@ from policy.offline.scenario import (
     parse_suite,
     resource_key,
 )
-from policy.offline.snapshot_format import SnapshotError, parse_snapshot
-from policy.offline.suite import run_suite
+from kafka_policy_proxy.policy.offline.snapshot_format import SnapshotError, parse_snapshot
+from kafka_policy_proxy.policy.offline.suite import run_suite
 
 OK, DENIED, INVALID = 0, 1, 2
 

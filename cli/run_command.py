@@ -11,11 +11,11 @@ from pathlib import Path
 
 import structlog
 
-from kafka_policy_proxy.logs import configure_logging
-from policy.loader import PolicyError
-from proxy.config import ConfigError, load_config
-from proxy.runtime.server import ProxyServer
-from proxy.runtime.workers import Supervisor, report_readiness, worker_number
+from kafka_policy_proxy.cli.logs import configure_logging
+from kafka_policy_proxy.policy.loader import PolicyError
+from kafka_policy_proxy.proxy.config import ConfigError, load_config
+from kafka_policy_proxy.proxy.runtime.server import ProxyServer
+from kafka_policy_proxy.proxy.runtime.workers import Supervisor, report_readiness, worker_number
 
 log = structlog.get_logger("proxy")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipeline.sources.audit_source import AuditSource
+    from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 
 # A job: run in the session, it returns its summary.
 Job = Callable[["SparkSession"], Mapping[str, Any]]
@@ -137,7 +137,7 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
 
 
 def submit_main(argv: list[str] | None = None) -> int:
-    """The jobs under spark-submit (kafka_policy_proxy/spark_submit.py), keeping its master."""
+    """The jobs under spark-submit (cli/spark_submit.py), keeping its master."""
     parser = argparse.ArgumentParser(
         prog="pipeline", description="kafka-policy-proxy's Spark jobs, run by spark-submit."
     )
@@ -179,7 +179,7 @@ def _ingest(args: argparse.Namespace) -> int:
     if args.audit:
 
         def files(spark: SparkSession) -> Mapping[str, Any]:
-            from pipeline.sources.lake import ingest
+            from kafka_policy_proxy.pipeline.sources.lake import ingest
 
             return ingest(spark, args.audit, args.lake)
 
@@ -198,7 +198,7 @@ def _ingest(args: argparse.Namespace) -> int:
         args.conf.append(f"spark.jars.packages={_KAFKA_PACKAGE}{version('pyspark')}")
 
     def topic(spark: SparkSession) -> Mapping[str, Any]:
-        from pipeline.sources.audit_stream import stream_ingest
+        from kafka_policy_proxy.pipeline.sources.audit_stream import stream_ingest
 
         return stream_ingest(
             spark,
@@ -216,7 +216,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     def job(spark: SparkSession) -> Mapping[str, Any]:
-        from pipeline.jobs.report import run_report
+        from kafka_policy_proxy.pipeline.jobs.report import run_report
 
         return run_report(spark, _source(args), args.out)
 
@@ -225,7 +225,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     def job(spark: SparkSession) -> Mapping[str, Any]:
-        from pipeline.jobs.replay import run_replay
+        from kafka_policy_proxy.pipeline.jobs.replay import run_replay
 
         return run_replay(spark, args.policy, _source(args), args.out, snapshots=args.snapshot)
 
@@ -233,14 +233,14 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _source(args: argparse.Namespace) -> AuditSource:
-    from pipeline.sources.audit_source import AuditSource
+    from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 
     return AuditSource(paths=args.audit or (), lake=args.lake)
 
 
 def _scan(args: argparse.Namespace) -> int:
     def job(spark: SparkSession) -> Mapping[str, Any]:
-        from pipeline.jobs.scan import run_scan
+        from kafka_policy_proxy.pipeline.jobs.scan import run_scan
 
         return run_scan(spark, args.policy, args.snapshot, args.out, principal=args.principal)
 
@@ -258,10 +258,10 @@ def _job(args: argparse.Namespace, run: Job) -> int:
     try:
         from pyspark.errors import PySparkException
 
-        from pipeline.session import spark_session
-        from pipeline.sources.lake import IngestConflict
-        from pipeline.sources.snapshots import SnapshotError
-        from policy.loader import PolicyError
+        from kafka_policy_proxy.pipeline.session import spark_session
+        from kafka_policy_proxy.pipeline.sources.lake import IngestConflict
+        from kafka_policy_proxy.pipeline.sources.snapshots import SnapshotError
+        from kafka_policy_proxy.policy.loader import PolicyError
     except ImportError as exc:
         print(
             f"kafka-policy-proxy: the pipeline needs the 'pipeline' extra ({exc.name} is missing):"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_policy_proxy.policy_command import main
+from kafka_policy_proxy.cli.policy_command import main
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"

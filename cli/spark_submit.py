@@ -1,4 +1,4 @@
-"""spark-submit entry point: `spark-submit [options] kafka_policy_proxy/spark_submit.py JOB ...`.
+"""spark-submit entry point: `spark-submit [options] cli/spark_submit.py JOB ...`.
 
 The same jobs as `kafka-policy-proxy pipeline JOB`, keeping the master and settings
 spark-submit gives (docs/pipeline.md).
@@ -6,7 +6,7 @@ spark-submit gives (docs/pipeline.md).
 
 import sys
 
-from kafka_policy_proxy.pipeline_command import submit_main
+from kafka_policy_proxy.cli.pipeline_command import submit_main
 
 if __name__ == "__main__":
     sys.exit(submit_main())

@@ -1,5 +1,5 @@
 """The jobs as operators run them: the kafka-policy-proxy command and spark-submit
-(kafka_policy_proxy/spark_submit.py)."""
+(cli/spark_submit.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from harness.audit_data import example_cluster, generate_events, write_events
-from pipeline.jobs.report import run_report
-from pipeline.sources.audit_source import AuditSource
-from policy.loader import load_policy
+from kafka_policy_proxy.pipeline.jobs.report import run_report
+from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
+from kafka_policy_proxy.policy.loader import load_policy
 from tests.unit.pipeline.commands import BIN, pipeline_cli, start, start_pipeline_cli
 
 REPO = Path(__file__).resolve().parents[3]
-SPARK_SUBMIT = REPO / "kafka_policy_proxy" / "spark_submit.py"
+SPARK_SUBMIT = REPO / "cli" / "spark_submit.py"
 POLICY = """\
 version: 1
 rules:

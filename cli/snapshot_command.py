@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from proxy.cluster.client import SaslCredentials
-from proxy.cluster.command_config import load_command_config
-from proxy.cluster.snapshot import DEFAULT_TIMEOUT_S, parse_bootstrap, write_snapshot
-from proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.command_config import load_command_config
+from kafka_policy_proxy.proxy.cluster.snapshot import (
+    DEFAULT_TIMEOUT_S,
+    parse_bootstrap,
+    write_snapshot,
+)
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 
 OK, UNAVAILABLE, INVALID = 0, 1, 2
 

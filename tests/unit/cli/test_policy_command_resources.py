@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from codec.topic_view import ConfigResourceItem
-from kafka_policy_proxy.policy_command import main
-from policy.judge import ClusterFacts, judge_broker_configs
-from policy.loader import PolicyError, load_policy
-from policy.model import Principal
-from policy.offline.cluster_spec import ClusterSpec
-from policy.offline.scenario import (
+from kafka_policy_proxy.cli.policy_command import main
+from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
+from kafka_policy_proxy.policy.judge import ClusterFacts, judge_broker_configs
+from kafka_policy_proxy.policy.loader import PolicyError, load_policy
+from kafka_policy_proxy.policy.model import Principal
+from kafka_policy_proxy.policy.offline.cluster_spec import ClusterSpec
+from kafka_policy_proxy.policy.offline.scenario import (
     build_resource_requests,
     evaluate_resources,
     parse_cluster,
     parse_request,
     resource_key,
 )
-from proxy.filters.topic_requests import config_resource_request
+from kafka_policy_proxy.proxy.filters.topic_requests import config_resource_request
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = ROOT / "examples/policy.yaml"
