@@ -29,9 +29,10 @@ unit: setup
 integration: setup
 	$(BIN)/pytest tests/integration
 
-# Two workers: the modules on the shared Kafka cluster run on one, everything else beside them.
+# Two workers: the modules on the shared Kafka cluster run on one, each other module whole on
+# either (tests/conftest.py, work_unit).
 test: lint
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadscope
 
 bench: setup
 	$(BIN)/python -m bench.run_all

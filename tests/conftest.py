@@ -1,10 +1,10 @@
 """Fixtures shared by the pipeline tests and the integration tests that feed them real data, and
-how `make test` shares the tests between its two workers (pytest-xdist, `--dist loadgroup`)."""
+how `make test` shares the tests between its two workers (pytest-xdist, `--dist loadscope`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,20 +14,38 @@ pytest_plugins = ["tests.integration.cluster_fixtures"]
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Every module that uses the shared cluster runs on one worker: the cluster's ports are fixed.
-SHARED_CLUSTER = "kafka"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep each module on one worker (its module fixtures start once), and every module on
-    the shared cluster together, so that one worker starts it."""
-    on_cluster = {
-        item.nodeid.split("::")[0] for item in items if SHARED_CLUSTER in item.fixturenames
+# Under `make test` (two xdist workers, --dist loadscope) each module runs whole on one worker,
+# and every module on the shared cluster (fixed ports, started once per worker) on the same
+# one. These modules start clusters of their own, on ports of their own, and run beside it.
+SHARED_CLUSTER = ("tests/integration/", "tests/security/")
+OWN_CLUSTERS = frozenset(
+    {
+        "tests/integration/test_audit_topic.py",
+        "tests/integration/test_local_kafka.py",
+        "tests/integration/test_soak.py",
     }
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        group = "the shared cluster" if module in on_cluster else module
-        item.add_marker(pytest.mark.xdist_group(group))
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit one worker runs whole: the shared cluster's modules together, else a module."""
+    module = nodeid.split("::", maxsplit=1)[0]
+    if module.startswith(SHARED_CLUSTER) and module not in OWN_CLUSTERS:
+        return "the shared cluster"
+    return module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """loadscope with work_unit as its scope."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture(scope="session")
