@@ -37,7 +37,6 @@ REPORT_INTERVAL_S = 1.0
 STALE_AFTER_S = 5.0
 RESTART_DELAY_S = 1.0
 MAX_RESTART_DELAY_S = 30.0
-_WORKER_MAIN = "import kafka_policy_proxy; kafka_policy_proxy.main()"
 
 
 def worker_number() -> int | None:
@@ -143,13 +142,7 @@ class Supervisor:
                 METRICS_ENV: str(self._directory),
                 LAST_GOOD_ENV: str(self._directory / "policy.last-good.yaml"),
             }
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                "import kafka_policy_proxy as k; k.main()",
-                *self._argv,
-                env=env,
-            )
+            process = await asyncio.create_subprocess_exec(*worker_command(self._argv), env=env)
             self._workers[number] = process
             code = await process.wait()
             mark_process_dead(process.pid, str(self._directory))  # type: ignore[no-untyped-call]
@@ -179,3 +172,8 @@ class Supervisor:
                     retry_in_s=delay,
                 )
             await asyncio.sleep(delay)
+
+
+def worker_command(argv: Sequence[str]) -> list[str]:
+    """The command line of a worker process: this Python, the command, the `run` arguments."""
+    return [sys.executable, "-m", "kafka_policy_proxy", *argv]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from kafka_policy_proxy.cli.run_command import _workers
 from kafka_policy_proxy.proxy.config import build_config
-from kafka_policy_proxy.proxy.runtime.workers import METRICS_ENV, Supervisor
+from kafka_policy_proxy.proxy.runtime.workers import METRICS_ENV, Supervisor, worker_command
 
 
 @dataclass
@@ -73,3 +74,17 @@ def test_workers_config_key() -> None:
     assert workers("auto") == (os.cpu_count() or 1)
     with pytest.raises(Exception, match="workers"):
         workers(0)
+
+
+def test_a_worker_is_started_with_a_command_that_runs(tmp_path: Path) -> None:
+    # What the supervisor starts for each worker, run from outside the checkout.
+    ran = subprocess.run(
+        worker_command(["run", "--help"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "--workers" in ran.stdout, ran.stdout
