@@ -35,6 +35,13 @@ R, D, T, C = (
     ApiClass.CLUSTER_MUTATION,
 )
 _INTERNAL = "inter-broker or controller only; no client sends it"
+# The broker creates its internal topic on first use, with its own settings
+# (offsets.topic.*, transaction.state.log.*, share.coordinator.state.topic.*).
+_COORDINATOR_TOPIC = (
+    "may create __consumer_offsets, __transaction_state or __share_group_state, "
+    "as the broker's config sets them; nothing the client chooses"
+)
+_SUBSCRIBES = "a subscription names topics; it creates none (auto-creation is Metadata's)"
 _CONFIG_RESOURCES = (
     "other config resources (brokers, the cluster default, loggers...) by `broker_configs`"
 )
@@ -46,7 +53,7 @@ API_CLASSES: dict[int, ApiEntry] = {
     3: ApiEntry("Metadata", T, "auto-creation is judged as a create"),
     8: ApiEntry("OffsetCommit", D, "also what AlterConsumerGroupOffsets sends"),
     9: ApiEntry("OffsetFetch", R),
-    10: ApiEntry("FindCoordinator", R),
+    10: ApiEntry("FindCoordinator", R, _COORDINATOR_TOPIC),
     11: ApiEntry("JoinGroup", D),
     12: ApiEntry("Heartbeat", D),
     13: ApiEntry("LeaveGroup", D),
@@ -58,7 +65,7 @@ API_CLASSES: dict[int, ApiEntry] = {
     19: ApiEntry("CreateTopics", T),
     20: ApiEntry("DeleteTopics", T),
     21: ApiEntry("DeleteRecords", T),
-    22: ApiEntry("InitProducerId", D),
+    22: ApiEntry("InitProducerId", D, "a transactional id's coordinator: " + _COORDINATOR_TOPIC),
     23: ApiEntry("OffsetForLeaderEpoch", R),
     24: ApiEntry("AddPartitionsToTxn", D),
     25: ApiEntry("AddOffsetsToTxn", D),
@@ -104,7 +111,7 @@ API_CLASSES: dict[int, ApiEntry] = {
     65: ApiEntry("DescribeTransactions", R),
     66: ApiEntry("ListTransactions", R),
     67: ApiEntry("AllocateProducerIds", C, _INTERNAL),
-    68: ApiEntry("ConsumerGroupHeartbeat", D),
+    68: ApiEntry("ConsumerGroupHeartbeat", D, _SUBSCRIBES),
     69: ApiEntry("ConsumerGroupDescribe", R),
     70: ApiEntry("ControllerRegistration", C, _INTERNAL),
     71: ApiEntry("GetTelemetrySubscriptions", R),
@@ -112,7 +119,7 @@ API_CLASSES: dict[int, ApiEntry] = {
     73: ApiEntry("AssignReplicasToDirs", C, _INTERNAL),
     74: ApiEntry("ListConfigResources", R),
     75: ApiEntry("DescribeTopicPartitions", R),
-    76: ApiEntry("ShareGroupHeartbeat", D),
+    76: ApiEntry("ShareGroupHeartbeat", D, _SUBSCRIBES),
     77: ApiEntry("ShareGroupDescribe", R),
     78: ApiEntry("ShareFetch", D),
     79: ApiEntry("ShareAcknowledge", D),
@@ -124,7 +131,11 @@ API_CLASSES: dict[int, ApiEntry] = {
     85: ApiEntry("WriteShareGroupState", C, _INTERNAL),
     86: ApiEntry("DeleteShareGroupState", C, _INTERNAL),
     87: ApiEntry("ReadShareGroupStateSummary", C, _INTERNAL),
-    88: ApiEntry("StreamsGroupHeartbeat", D),
+    88: ApiEntry(
+        "StreamsGroupHeartbeat",
+        T,
+        "the internal topics a topology would make the broker create are judged as creates",
+    ),
     89: ApiEntry("StreamsGroupDescribe", R),
     90: ApiEntry("DescribeShareGroupOffsets", R),
     91: ApiEntry("AlterShareGroupOffsets", D, "a group mutation, as OffsetCommit"),

@@ -13,6 +13,7 @@ from kafka_policy_proxy.proxy.filters.api_versions import ApiVersionsFilter
 from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from kafka_policy_proxy.proxy.filters.chain import FilterChain
 from kafka_policy_proxy.proxy.filters.principal_capture import PrincipalCaptureFilter
+from kafka_policy_proxy.proxy.filters.streams_topology import StreamsTopologyFilter
 from kafka_policy_proxy.proxy.filters.topic_policy import TopicPolicyFilter
 
 
@@ -32,6 +33,7 @@ def proxy_chain(
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
             AutoCreateGuardFilter(policy, facts, recorder),
+            StreamsTopologyFilter(policy, facts, recorder),
             AdminApiFilter(policy, recorder),
         ]
     )

@@ -1,0 +1,158 @@
+"""Streams topology filter: the internal topics a StreamsGroupHeartbeat would create are judged.
+
+With the Streams rebalance protocol (KIP-1071) the group coordinator creates the repartition
+and changelog topics a member's topology declares, with the partitions, replication factor
+and configs the member chose. Each one the cluster lacks is judged here as a create, by the
+topic rules and the Streams rules, and recorded. If any is denied, or the policy would have
+to change one (a heartbeat has nothing to rewrite), the heartbeat is answered
+STREAMS_INVALID_TOPOLOGY, which a Streams client treats as fatal and logs with the message;
+the broker never sees it. Facts or an audit record that cannot be had answer
+COORDINATOR_NOT_AVAILABLE, which the client retries. A heartbeat without a topology (all but
+the join) goes on after a scan of its first fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kafka_policy_proxy.codec.streams_heartbeat import (
+    STREAMS_GROUP_HEARTBEAT,
+    InternalTopic,
+    decode_heartbeat,
+    denial,
+    has_topology,
+    internal_topics,
+    partitions_bound,
+)
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import FactQuery
+from kafka_policy_proxy.policy.judge import Verdict as TopicVerdict
+from kafka_policy_proxy.policy.model import Fact, Violation
+from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.filters.api import Answer, Filter, Forward, RequestContext, Verdict
+from kafka_policy_proxy.proxy.filters.topic_requests import policy_principal
+
+log = structlog.get_logger("proxy.enforcement")
+
+# Denied topics a denial message names; the rest are counted (the audit has every one).
+NAMED_IN_MESSAGE = 3
+
+
+class StreamsTopologyFilter(Filter):
+    """StreamsGroupHeartbeat: a topology whose new internal topics the policy denies is refused."""
+
+    api_keys = frozenset({STREAMS_GROUP_HEARTBEAT})
+
+    def __init__(
+        self,
+        policy: Callable[[], CompiledPolicy | None],
+        facts: LiveFacts,
+        recorder: DecisionRecorder,
+    ) -> None:
+        self._policy = policy
+        self._facts = facts
+        self._recorder = recorder
+
+    def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
+        """Forward a plain heartbeat; judge the internal topics a topology would create."""
+        policy = self._policy()
+        offset = ctx.body_offset()
+        if policy is None or not has_topology(ctx.api_version, ctx.frame, offset):
+            return Forward()
+        topics = internal_topics(decode_heartbeat(ctx.api_version, ctx.frame, offset))
+        if not topics:
+            return Forward()
+        return self._judge(ctx, policy, topics)
+
+    async def _judge(
+        self, ctx: RequestContext, policy: CompiledPolicy, topics: Sequence[InternalTopic]
+    ) -> Verdict:
+        names = {t.name for t in topics} | {s for t in topics for s in t.source_topics}
+        try:
+            facts = await self._facts.read(FactQuery(frozenset({Fact.TOPIC_STATE}), names))
+        except ClusterStateUnavailable as exc:
+            log.warning("streams topology refused: cluster state unavailable", detail=str(exc))
+            return _retry(f"[cluster-state] {exc}")
+
+        def existing(name: str) -> int | None:
+            state = facts.cluster.topic(name)
+            return None if state is None else state.partitions
+
+        missing = [t for t in topics if existing(t.name) is None]
+        if not missing:
+            return Forward()  # the coordinator creates nothing; it checks partition counts
+        counts = partitions_bound(list(topics), existing)
+        principal = policy_principal(ctx)
+        requests = [
+            create_request(
+                t.name,
+                _or_default(counts[t.name]),
+                _or_default(t.replication_factor),
+                None,
+                t.configs,
+                principal=principal,
+            )
+            for t in missing
+        ]
+        verdicts = [_no_overrides(v) for v in await self._facts.judge(policy, requests)]
+        written = self._recorder.record(ctx, policy.revision, verdicts)
+        denied = [v for v in verdicts if v.decision is not None and not v.decision.allowed]
+        if denied:
+            return Answer(denial(_message(denied)))
+        unaudited = await self._recorder.confirmed(written)
+        if unaudited is not None:
+            log.warning("streams topology refused: audit log unavailable", conn=ctx.connection_id)
+            return _retry(unaudited)
+        return Forward(self._created([t.name for t in missing]))
+
+    def _created(self, names: Sequence[str]) -> Callable[[bytes], bytes]:
+        """The response hook: the coordinator may be creating these, so forget them."""
+        facts = self._facts
+
+        def after(body: bytes) -> bytes:
+            for name in names:
+                facts.invalidate(name)
+            return body
+
+        return after
+
+
+def _or_default(count: int | None) -> int:
+    """-1 (the broker default) for a count that is absent or 0."""
+    return count if count else -1
+
+
+def _retry(message: str) -> Answer:
+    return Answer(denial(message, ErrorCode.coordinator_not_available))
+
+
+def _message(denied: Sequence[TopicVerdict]) -> str:
+    """The first few denials' reasons, then how many more."""
+    reasons = [v.decision.message for v in denied[:NAMED_IN_MESSAGE] if v.decision is not None]
+    more = len(denied) - NAMED_IN_MESSAGE
+    text = "the topology's internal topics are denied by the policy: " + "; ".join(reasons)
+    return text + (f"; and {more} more" if more > 0 else "")
+
+
+def _no_overrides(verdict: TopicVerdict) -> TopicVerdict:
+    """The coordinator creates what the topology declares: a topic the policy would change is
+    denied (create it with CreateTopics before the application starts)."""
+    decision = verdict.decision
+    if decision is None or not decision.overrides:
+        return verdict
+    rule = decision.overrides[0].rule
+    targets = ", ".join(dict.fromkeys(o.target for o in decision.overrides))
+    message = (
+        f"[{rule}] topic {decision.topic!r}: a Streams topology cannot apply the policy's "
+        f"overrides ({targets}); create the topic with CreateTopics first"
+    )
+    violations = (*decision.violations, Violation(rule, message))
+    denied = dataclasses.replace(decision, allowed=False, violations=violations)
+    return dataclasses.replace(verdict, decision=denied)
