@@ -25,8 +25,10 @@ from kafka_policy_proxy.codec.kio_introspect import (
 )
 from kafka_policy_proxy.codec.registry import decode_exact
 
-# (data, position, end) -> new position; raises _Malformed.
-_Step = Callable[[bytes, int, int], int]
+# (data, position, end, budget) -> new position; raises _Malformed, or _TooMany once the
+# array elements walked exceed the budget (budget[0]: how many may still be walked).
+_Budget = list[int]
+_Step = Callable[[bytes, int, int, _Budget], int]
 
 _FIXED_SIZES = {
     "bool": 1,
@@ -46,11 +48,16 @@ _FIXED_SIZES = {
     "uuid": 16,
 }
 _VARINT_MAX_BYTES = 5
+_UNLIMITED = 2**62  # check_structure's budget: the bytes left bound each array already
 _SIGNED = {1: struct.Struct(">b"), 2: struct.Struct(">h"), 4: struct.Struct(">i")}
 
 
 class _Malformed(Exception):
     """Internal: the frame does not fit its schema; converted to CodecError at the edge."""
+
+
+class _TooMany(Exception):
+    """Internal: the frame declares more array elements than the walk's budget."""
 
 
 def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -81,7 +88,7 @@ def _length(data: bytes, pos: int, end: int, flexible: bool, width: int) -> tupl
 
 
 def _fixed(size: int) -> _Step:
-    def step(data: bytes, pos: int, end: int) -> int:
+    def step(data: bytes, pos: int, end: int, budget: _Budget) -> int:
         if pos + size > end:
             raise _Malformed("truncated")
         return pos + size
@@ -92,7 +99,7 @@ def _fixed(size: int) -> _Step:
 def _length_prefixed(flexible: bool, nullable: bool, width: int) -> _Step:
     """Strings (int16 length) and bytes (int32 length), or their compact forms."""
 
-    def step(data: bytes, pos: int, end: int) -> int:
+    def step(data: bytes, pos: int, end: int, budget: _Budget) -> int:
         length, pos = _length(data, pos, end, flexible, width)
         if length < 0:
             if length == -1 and nullable:
@@ -106,7 +113,7 @@ def _length_prefixed(flexible: bool, nullable: bool, width: int) -> _Step:
 
 
 def _array(flexible: bool, nullable: bool, element: _Step, element_size: int | None) -> _Step:
-    def step(data: bytes, pos: int, end: int) -> int:
+    def step(data: bytes, pos: int, end: int, budget: _Budget) -> int:
         count, pos = _length(data, pos, end, flexible, 4)
         if count < 0:
             if count == -1 and nullable:
@@ -115,12 +122,15 @@ def _array(flexible: bool, nullable: bool, element: _Step, element_size: int | N
         # Every element takes at least one byte: this bounds what kio will allocate.
         if count > end - pos:
             raise _Malformed(f"array of {count} elements exceeds the {end - pos} bytes left")
+        budget[0] -= count
+        if budget[0] < 0:
+            raise _TooMany
         if element_size is not None:
             if pos + count * element_size > end:
                 raise _Malformed("truncated")
             return pos + count * element_size
         for _ in range(count):
-            pos = element(data, pos, end)
+            pos = element(data, pos, end, budget)
         return pos
 
     return step
@@ -138,13 +148,13 @@ def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> _Step:
 
 
 def _nullable_entity(inner: _Step) -> _Step:
-    def step(data: bytes, pos: int, end: int) -> int:
+    def step(data: bytes, pos: int, end: int, budget: _Budget) -> int:
         marker, pos = _length(data, pos, end, False, 1)
         if marker == -1:
             return pos
         if marker != 1:
             raise _Malformed(f"bad nullable struct marker {marker}")
-        return inner(data, pos, end)
+        return inner(data, pos, end, budget)
 
     return step
 
@@ -196,9 +206,9 @@ def _compile_entity(cls: type[Any]) -> _Step:
     if fixed_run:
         steps.append(_fixed(fixed_run))
 
-    def step(data: bytes, pos: int, end: int) -> int:
+    def step(data: bytes, pos: int, end: int, budget: _Budget) -> int:
         for field_step in steps:
-            pos = field_step(data, pos, end)
+            pos = field_step(data, pos, end, budget)
         if not flexible:
             return pos
         if pos < end and data[pos] == 0:
@@ -212,7 +222,7 @@ def _compile_entity(cls: type[Any]) -> _Step:
             tag_step = tagged.get(tag)
             if tag_step is None:
                 raise _Malformed(f"unknown tagged field {tag}")
-            if tag_step(data, pos, pos + size) != pos + size:
+            if tag_step(data, pos, pos + size, budget) != pos + size:
                 raise _Malformed(f"tagged field {tag} does not fill its {size} bytes")
             pos += size
         return pos
@@ -229,12 +239,28 @@ def check_structure(
     """
     key, version = int(cls.__api_key__), int(cls.__version__)
     try:
-        end = _entity_step(cls)(data, offset, len(data))
+        end = _entity_step(cls)(data, offset, len(data), [_UNLIMITED])
     except _Malformed as exc:
         raise CodecError(key, version, str(exc)) from None
     if end != len(data) and not trailing_ok:
         raise CodecError(key, version, f"{len(data) - end} trailing bytes after the message")
     return end
+
+
+def count_elements(cls: type[Any], data: bytes, offset: int, limit: int) -> int | None:
+    """Every array element in data[offset:] (a `cls` message), nested ones included.
+
+    None once more than `limit` are declared: the walk stops there, so its cost is bounded by
+    `limit`, not by the frame. Raises CodecError for a frame malformed before that point.
+    """
+    budget = [limit]
+    try:
+        _entity_step(cls)(data, offset, len(data), budget)
+    except _TooMany:
+        return None
+    except _Malformed as exc:
+        raise CodecError(int(cls.__api_key__), int(cls.__version__), str(exc)) from None
+    return limit - budget[0]
 
 
 def decode_untrusted(

@@ -223,6 +223,14 @@ class LimitsConfig(_Section):
     )
     max_connections_per_listener: int = Field(default=1000, ge=1)
     max_connections: int = Field(default=4000, ge=1, description="across all listeners")
+    max_entries_per_request: int = Field(
+        default=5000,
+        ge=1,
+        le=1_000_000,
+        description="topics or resources per guarded admin request (and 10x this in array "
+        "elements in all, partitions and configs included), checked before decoding: over it "
+        "every entry is answered INVALID_REQUEST, over 4x it the connection is closed",
+    )
 
     @field_validator("max_buffered_bytes")
     @classmethod

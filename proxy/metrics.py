@@ -61,6 +61,11 @@ AUDIT_EVENTS = Counter(
     "Audit events by sink (file, stdout, kafka): written, or dropped",
     ["sink", "result"],
 )
+OVERSIZED_REQUESTS = Counter(
+    "kpp_oversized_requests",
+    "Guarded requests over limits.max_entries_per_request, by API: answered, or closed",
+    ["api", "result"],
+)
 
 _live_revision: list[str] = []
 

@@ -13,6 +13,7 @@ from kafka_policy_proxy.proxy.filters.api_versions import ApiVersionsFilter
 from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from kafka_policy_proxy.proxy.filters.chain import FilterChain
 from kafka_policy_proxy.proxy.filters.principal_capture import PrincipalCaptureFilter
+from kafka_policy_proxy.proxy.filters.request_bounds import RequestBoundsFilter
 from kafka_policy_proxy.proxy.filters.streams_topology import StreamsTopologyFilter
 from kafka_policy_proxy.proxy.filters.topic_policy import TopicPolicyFilter
 
@@ -24,12 +25,15 @@ def proxy_chain(
     facts: LiveFacts,
     recorder: DecisionRecorder,
     legacy_error_code: int,
+    max_entries_per_request: int = 5000,
 ) -> FilterChain:
     """The proxy's filters in order; a request handled by several goes through each in turn."""
     return FilterChain(
         [
             ApiVersionsFilter(),
             PrincipalCaptureFilter(policy, recorder),
+            # Counted before anything decodes a guarded request's entries.
+            RequestBoundsFilter(max_entries_per_request),
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
             AutoCreateGuardFilter(policy, facts, recorder),
