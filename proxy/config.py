@@ -321,6 +321,28 @@ class AuditConfig(_Section):
         return self
 
 
+class AdmissionConfig(_Section):
+    """Fair turns at judging, and each principal's rate of guarded entries (KIP-599 style)."""
+
+    concurrent_judgements: int = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="guarded requests worked on at once; the rest wait, taken fairly by "
+        "principal (by connection for User:ANONYMOUS) and by entries",
+    )
+    entries_per_second: float = Field(
+        default=5000.0,
+        gt=0,
+        description="topics or resources per second each principal (each ANONYMOUS "
+        "connection) may send in guarded requests; over it: THROTTLING_QUOTA_EXCEEDED with "
+        "throttle_time_ms where the version has it, else the request waits",
+    )
+    burst: int = Field(
+        default=10000, ge=1, description="entries a principal may send at once before its rate"
+    )
+
+
 class AdminConfig(_Section):
     """The operations HTTP listener: /metrics, /healthz, /readyz."""
 
@@ -354,6 +376,7 @@ class ProxyConfig(BaseSettings):
     listeners: ListenersConfig = ListenersConfig()
     upstream: UpstreamConfig
     limits: LimitsConfig = LimitsConfig()
+    admission: AdmissionConfig = AdmissionConfig()
     policy: PolicyConfig = PolicyConfig()
     cluster_state: ClusterStateConfig = ClusterStateConfig()
     audit: AuditConfig = AuditConfig()

@@ -66,6 +66,22 @@ OVERSIZED_REQUESTS = Counter(
     "Guarded requests over limits.max_entries_per_request, by API: answered, or closed",
     ["api", "result"],
 )
+ADMISSION_THROTTLED = Counter(
+    "kpp_admission_throttled",
+    "Guarded requests throttled (rate: admission.entries_per_second) or refused (audit_budget)"
+    ", by API",
+    ["api", "reason"],
+)
+ADMISSION_QUEUE_DEPTH = Gauge(
+    "kpp_admission_queue_depth",
+    "Guarded requests waiting for their turn (admission.concurrent_judgements)",
+    multiprocess_mode="livesum",
+)
+ADMISSION_TURN_WAIT = Histogram(
+    "kpp_admission_turn_wait_seconds",
+    "Time a guarded request waited for its turn",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 
 _live_revision: list[str] = []
 

@@ -7,8 +7,10 @@ from collections.abc import Callable
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.config import AdmissionConfig
 from kafka_policy_proxy.proxy.filters.address_rewrite import AddressRewriteFilter, BrokerListeners
 from kafka_policy_proxy.proxy.filters.admin_apis import AdminApiFilter
+from kafka_policy_proxy.proxy.filters.admission import AdmissionFilter, AuditBudget
 from kafka_policy_proxy.proxy.filters.api_versions import ApiVersionsFilter
 from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from kafka_policy_proxy.proxy.filters.chain import FilterChain
@@ -26,6 +28,8 @@ def proxy_chain(
     recorder: DecisionRecorder,
     legacy_error_code: int,
     max_entries_per_request: int = 5000,
+    admission: AdmissionConfig | None = None,
+    audit_budget: AuditBudget | None = None,
 ) -> FilterChain:
     """The proxy's filters in order; a request handled by several goes through each in turn."""
     return FilterChain(
@@ -34,10 +38,24 @@ def proxy_chain(
             PrincipalCaptureFilter(policy, recorder),
             # Counted before anything decodes a guarded request's entries.
             RequestBoundsFilter(max_entries_per_request),
+            # The rate and audit budget per principal; the filters after it run in fair turns.
+            _admission(admission or AdmissionConfig(), audit_budget, legacy_error_code),
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
             AutoCreateGuardFilter(policy, facts, recorder),
             StreamsTopologyFilter(policy, facts, recorder),
             AdminApiFilter(policy, recorder),
         ]
+    )
+
+
+def _admission(
+    config: AdmissionConfig, budget: AuditBudget | None, legacy_error_code: int
+) -> AdmissionFilter:
+    return AdmissionFilter(
+        concurrent=config.concurrent_judgements,
+        entries_per_second=config.entries_per_second,
+        burst=config.burst,
+        legacy_error_code=legacy_error_code,
+        budget=budget,
     )

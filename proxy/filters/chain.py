@@ -1,9 +1,15 @@
-"""The filter chain: each request goes through the filters that handle its API key, in order."""
+"""The filter chain: each request goes through the filters that handle its API key, in order.
+
+A `GateFilter` (admission) opens a turn: the filters after it, for that request, run inside
+the gate's turn, so the whole of a guarded request's work (decode, fact reads, judging,
+audit) is done in a slot the gate grants fairly. The broker's answer is not waited for in it.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 import structlog
@@ -24,6 +30,14 @@ from kafka_policy_proxy.proxy.filters.api import (
 )
 
 log = structlog.get_logger("proxy.filters")
+
+
+class GateFilter(Filter):
+    """A filter whose later filters run inside a turn it grants (`turn`), once it forwards."""
+
+    def turn(self, ctx: RequestContext) -> AbstractAsyncContextManager[None]:
+        """The turn in which the rest of the chain handles this request."""
+        raise NotImplementedError
 
 
 class FilterChain:
@@ -63,20 +77,24 @@ class FilterChain:
             except Exception as exc:
                 return _refusal(exc)
             if not isinstance(verdict, VERDICT_TYPES):
-                return self._resume(ctx, filters[i + 1 :], original, hooks, verdict)
+                return self._resume(ctx, f, filters[i + 1 :], original, hooks, pending=verdict)
             step = _absorb(ctx, verdict, hooks)
             if not isinstance(step, RequestContext):
                 return step
             ctx = step
+            if isinstance(f, GateFilter):
+                return self._in_turn(f, ctx, filters[i + 1 :], original, hooks)
         hook = compose(hooks)
         return Forward(hook) if ctx.frame is original else ForwardModified(ctx.frame, hook)
 
     async def _resume(
         self,
         ctx: RequestContext,
+        current: Filter,
         rest: Sequence[Filter],
         original: bytes,
         hooks: list[ResponseHook],
+        *,
         pending: Awaitable[Verdict],
     ) -> Verdict:
         try:
@@ -86,8 +104,27 @@ class FilterChain:
         step = _absorb(ctx, verdict, hooks)
         if not isinstance(step, RequestContext):
             return step
-        result = self._run(step, rest, original, hooks)
+        result: Verdict | Awaitable[Verdict]
+        if isinstance(current, GateFilter):
+            result = self._in_turn(current, step, rest, original, hooks)
+        else:
+            result = self._run(step, rest, original, hooks)
         return await result if inspect.isawaitable(result) else result
+
+    async def _in_turn(
+        self,
+        gate: GateFilter,
+        ctx: RequestContext,
+        rest: Sequence[Filter],
+        original: bytes,
+        hooks: list[ResponseHook],
+    ) -> Verdict:
+        try:
+            async with gate.turn(ctx):
+                result = self._run(ctx, rest, original, hooks)
+                return await result if inspect.isawaitable(result) else result
+        except Exception as exc:
+            return _refusal(exc)
 
 
 def _absorb(

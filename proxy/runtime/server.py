@@ -113,6 +113,7 @@ class ProxyServer:
             facts=LiveFacts(self.cluster_state),
             recorder=self._recorder,
             legacy_error_code=config.policy.legacy_error_code,
+            admission=config.admission,
         )
 
     @property

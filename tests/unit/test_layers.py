@@ -36,7 +36,11 @@ ROOMS: dict[str, frozenset[str]] = {
     "proxy.tls": frozenset({"proxy.config"}),
     "proxy.cluster": frozenset({"proxy.tls", "proxy.metrics", "policy"}),
     "proxy.audit": frozenset({"proxy.config", "proxy.metrics", "proxy.filters.api", "policy"}),
-    "proxy.filters": frozenset({"proxy.filters.api", "proxy.audit", "proxy.cluster"}),
+    # Fair turns and rates for guarded work (sans-IO queue discipline, thin asyncio wrapper).
+    "proxy.admission": frozenset({"proxy.metrics"}),
+    "proxy.filters": frozenset(
+        {"proxy.filters.api", "proxy.audit", "proxy.cluster", "proxy.admission"}
+    ),
     "proxy.net": frozenset({"proxy.filters", "proxy.tls"}),
     "proxy.runtime": frozenset({"proxy.net"}),
     # The Spark package: its root holds the session and what a worker keeps between batches.

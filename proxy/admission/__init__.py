@@ -1,0 +1,1 @@
+"""Admission control: fair turns at judging, and a per-principal rate of guarded entries."""
