@@ -65,6 +65,6 @@ def heartbeat(
         process_id=str(uuid.uuid4()) if joining else None,
         user_endpoint=None,
         client_tags=() if joining else None,
-        task_offsets=() if joining else None,
-        task_end_offsets=() if joining else None,
+        task_offsets=None,  # the 4.1 coordinator refuses them ("not supported yet")
+        task_end_offsets=None,
     )

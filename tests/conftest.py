@@ -23,6 +23,7 @@ OWN_CLUSTERS = frozenset(
         "tests/integration/test_audit_topic.py",
         "tests/integration/test_local_kafka.py",
         "tests/integration/test_soak.py",
+        "tests/security/test_streams_heartbeat.py",
     }
 )
 

@@ -56,25 +56,31 @@ def answered(verdict: Verdict) -> Any:
 
 
 async def test_the_issues_changelog_is_refused_and_recorded(records: Records) -> None:
-    # The issue's heartbeat: a 1,000-partition changelog with a 1 s retention.
+    # The issue's heartbeat: a changelog with a 1 s retention and unclean election, given
+    # 1,000 partitions by a repartition topic (a changelog may not declare a count).
     hostile = Internal(
         "app-store-changelog",
-        1000,
+        0,
         1,
         {"retention.ms": "1000", "unclean.leader.election.enable": "true"},
     )
     reader = FakeReader(InMemoryCluster(topics=(ORDERS,)))
-    request = heartbeat("app", sources=["orders"], changelogs=[hostile])
+    request = heartbeat(
+        "app",
+        sources=["orders"],
+        changelogs=[hostile],
+        repartitions=[Internal("app-by-key-repartition", 1000)],
+    )
     response = answered(await judge(reader, records, request))
     assert response.error_code is ErrorCode.streams_invalid_topology
     assert "app-store-changelog" in response.error_message
-    [record] = records.read()
-    assert (record["topic"], record["action"], record["decision"]) == (
-        "app-store-changelog",
-        "create",
-        "denied",
-    )
-    assert record["api"] == "StreamsGroupHeartbeat"
+    found = {r["topic"]: r for r in records.read()}
+    changelog = found["app-store-changelog"]
+    assert (changelog["action"], changelog["decision"]) == ("create", "denied")
+    assert changelog["api"] == "StreamsGroupHeartbeat"
+    assert changelog["request"]["requested"]["partitions"] == 1000
+    assert {v["rule"] for v in changelog["violations"]} == {"small", "no-unclean"}
+    assert found["app-by-key-repartition"]["decision"] == "denied"
 
 
 async def test_an_allowed_topology_goes_on_recorded_and_is_then_re_read(records: Records) -> None:
