@@ -29,8 +29,11 @@ from kafka_policy_proxy.policy.model import (
 )
 
 SCHEMA_VERSION = 2
+# A request's topic decisions summarised in one record: the only records of schema 3, so a
+# reader of schema 2 counts them as an unknown version rather than misread them.
+SUMMARY_SCHEMA_VERSION = 3
 # Versions the readers still accept: v1 events lack the four trace fields.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 TRACE_FIELDS = ("decision_id", "policy_revision", "cluster_id", "proxy_id")
 # Also in every v2 record and absent in v1, whose records are all about a topic.
 RESOURCE_FIELDS = ("resource_type", "resource")
@@ -45,6 +48,8 @@ class Outcome(StrEnum):
     ALLOWED = "allowed"
     DENIED = "denied"
     AUDIT_WOULD_DENY = "audit-would-deny"
+    # Not a policy decision: the topic does not exist, answered as the broker would.
+    UNKNOWN_TOPIC = "unknown-topic"
 
 
 class ResourceType(StrEnum):
@@ -59,6 +64,7 @@ class ResourceType(StrEnum):
     USER = "user"
     ACL = "acl"
     API = "api"
+    TOPICS = "topics"  # a summary record: many topics of one request (schema 3)
 
 
 class RecordedAction(StrEnum):
@@ -81,16 +87,28 @@ CONFIG_RESOURCE_TYPES = {
     ConfigResource.CLIENT_METRICS: ResourceType.CLIENT_METRICS,
 }
 NOT_TOPIC_ACTIONS = frozenset({RecordedAction.ADMIN_API, RecordedAction.ALTER_BROKER_CONFIG})
+# The resource types whose records take a topic action: one topic, or a summary of many.
+TOPIC_ACTION_RESOURCES = frozenset({ResourceType.TOPIC, ResourceType.TOPICS})
 
 
 # What went through the proxy: an audit-mode violation does not stop a request.
 PASSED = frozenset({Outcome.ALLOWED, Outcome.AUDIT_WOULD_DENY})
 
 
+# The one reason of a non-create on a topic the facts show missing (UNKNOWN_TOPIC_OR_PARTITION).
+UNKNOWN_TOPIC_RULE = "unknown-topic"
+
+
+def is_unknown_topic(decision: Decision | AdminDecision | BrokerConfigDecision) -> bool:
+    """Whether the topic was found missing (the judge's one reason), not judged by a rule."""
+    return [v.rule for v in decision.violations] == [UNKNOWN_TOPIC_RULE]
+
+
 def outcome(decision: Decision | AdminDecision | BrokerConfigDecision) -> Outcome:
-    """allowed, denied, or audit-would-deny (allowed, with audit-mode violations)."""
+    """allowed, denied, audit-would-deny (allowed, with audit-mode violations), or
+    unknown-topic (a missing topic, answered as the broker would)."""
     if not decision.allowed:
-        return Outcome.DENIED
+        return Outcome.UNKNOWN_TOPIC if is_unknown_topic(decision) else Outcome.DENIED
     return Outcome.AUDIT_WOULD_DENY if decision.violations else Outcome.ALLOWED
 
 
@@ -129,11 +147,12 @@ def _record(
     mode: Mode,
     violations: list[dict[str, Any]],
     request: dict[str, Any],
+    schema: int = SCHEMA_VERSION,
 ) -> dict[str, Any]:
     """A complete record, its keys in the schema's order."""
     return {
         "time": stamp.time,
-        "schema": SCHEMA_VERSION,
+        "schema": schema,
         "event": EVENT_KIND,
         "decision_id": stamp.decision_id,
         "policy_revision": stamp.policy_revision,
@@ -226,6 +245,44 @@ def broker_config_record(decision: BrokerConfigDecision, stamp: Stamp) -> dict[s
     )
 
 
+# A summary record's `request` starts with this key: replay tells it apart by it.
+SUMMARISED = "summarised"
+
+
+def summary_record(
+    first: TopicRequest,
+    stamp: Stamp,
+    *,
+    decision: Outcome,
+    mode: Mode,
+    violations: list[dict[str, Any]],
+    summary: dict[str, Any],
+) -> dict[str, Any]:
+    """One request's many topic decisions as one schema-3 record: counts by decision and
+    rule, and a bounded sample (`policy.decision_summary` computes them)."""
+    return _record(
+        stamp,
+        principal=first.principal.name,
+        client_id=first.principal.client_id,
+        action=first.action,
+        resource_type=ResourceType.TOPICS,
+        resource=stamp.api,
+        topic=None,
+        validate_only=first.validate_only,
+        decision=decision,
+        mode=mode,
+        violations=violations,
+        request={
+            SUMMARISED: summary["topics"],
+            "api": stamp.api,
+            "action": first.action.value,
+            "principal": first.principal.to_dict(),
+            "validate_only": first.validate_only,
+        },
+        schema=SUMMARY_SCHEMA_VERSION,
+    ) | {"summary": summary}
+
+
 # A request refused before any judgement: SASL authentication had not completed.
 AUTHENTICATION_ORDER_RULE = "authentication-order"
 # Such a record's principal: none was established, so it is never `User:ANONYMOUS`.
@@ -295,13 +352,43 @@ class RecordedOverride(_Strict):
     after: str
 
 
+class SummaryCount(_Strict):
+    """Topics of a summarised request by decision (`rule` null) or by decision and rule."""
+
+    decision: Outcome
+    rule: str | None = Field(description="null: every topic of this decision")
+    rule_mode: Mode | None = Field(description="the rule's mode; null with `rule` null")
+    topics: int = Field(ge=1)
+
+
+class SampledDecision(_Strict):
+    """One topic's decision, kept as a sample in a summary record."""
+
+    topic: str
+    decision: Outcome
+    rules: list[str] = Field(description="the distinct rules it violated, in rule order")
+
+
+class RecordedSummary(_Strict):
+    """What a summary record (schema 3, `resource_type: topics`) keeps of a request's topics."""
+
+    topics: int = Field(ge=1, description="the topic decisions summarised")
+    counts: list[SummaryCount] = Field(
+        description="per decision (rule null), and per decision and violated rule"
+    )
+    sample: list[SampledDecision] = Field(
+        description="the first topics, and the first topic of every rule not among them"
+    )
+    unsampled: int = Field(ge=0, description="topics recorded only in the counts")
+
+
 class DecisionRecord(_Strict):
     """The audit event: the schema of `decision_record()` output, and its validator."""
 
     model_config = ConfigDict(title="kafka-policy-proxy decision record")
 
     time: datetime = Field(description="UTC, RFC 3339 with microseconds")
-    schema_: Literal[1, 2] = Field(alias="schema", description="this record's schema version")
+    schema_: Literal[1, 2, 3] = Field(alias="schema", description="this record's schema version")
     event: Literal["decision"]
     # Absent in v1 records (None here), always there in v2: strings, cluster_id may be null.
     decision_id: _TraceText = Field(None, description="unique per decision (v2; absent in v1)")
@@ -355,6 +442,11 @@ class DecisionRecord(_Strict):
         description="the request as the overrides left it, which is what was judged and "
         "forwarded (`request` is what the client sent); absent if nothing changed",
     )
+    summary: RecordedSummary | None = Field(
+        None,
+        description="a summary record's counts and sample (schema 3, `resource_type: "
+        "topics`); absent in every other record",
+    )
 
     @model_validator(mode="after")
     def _by_version(self) -> Self:
@@ -366,7 +458,10 @@ class DecisionRecord(_Strict):
         is_topic = self.resource_type in (None, ResourceType.TOPIC)
         if is_topic != (self.topic is not None):
             raise ValueError("`topic` is set exactly when the resource is a topic")
-        if is_topic == (self.action in NOT_TOPIC_ACTIONS):
+        is_summary = self.resource_type is ResourceType.TOPICS
+        if len({is_summary, self.schema_ == SUMMARY_SCHEMA_VERSION, self.summary is not None}) > 1:
+            raise ValueError("schema 3, `resource_type: topics` and `summary` go together")
+        if (is_topic or is_summary) == (self.action in NOT_TOPIC_ACTIONS):
             raise ValueError(
                 "`action` is admin_api or alter_broker_config exactly when the resource is "
                 "not a topic"
@@ -385,9 +480,15 @@ def json_schema() -> dict[str, Any]:
         "then": {"not": {"anyOf": [{"required": [name]} for name in V2_FIELDS]}},
         "else": {"required": list(V2_FIELDS)},
     }
-    # A topic record names its topic; any other names none, and its action is not a topic's.
+    # A topic record names its topic; any other names none, and only a topic record or a
+    # summary of topics takes a topic action.
+    topic_actions = sorted(t.value for t in TOPIC_ACTION_RESOURCES)
     not_topic = {
-        "properties": {"resource_type": {"not": {"const": ResourceType.TOPIC.value}}},
+        "properties": {"resource_type": {"not": {"enum": topic_actions}}},
+        "required": ["resource_type"],
+    }
+    summary = {
+        "properties": {"resource_type": {"const": ResourceType.TOPICS.value}},
         "required": ["resource_type"],
     }
     not_topic_actions = sorted(a.value for a in NOT_TOPIC_ACTIONS)
@@ -395,10 +496,22 @@ def json_schema() -> dict[str, Any]:
         "if": not_topic,
         "then": {"properties": {"topic": {"type": "null"}, "action": {"enum": not_topic_actions}}},
         "else": {
-            "properties": {
-                "topic": {"type": "string"},
-                "action": {"not": {"enum": not_topic_actions}},
-            }
+            "properties": {"action": {"not": {"enum": not_topic_actions}}},
+            "if": summary,
+            "then": {
+                "properties": {"topic": {"type": "null"}, "schema": {"const": 3}},
+                "required": ["summary"],
+            },
+            "else": {"properties": {"topic": {"type": "string"}, "summary": {"type": "null"}}},
         },
     }
-    return {"$schema": JSON_SCHEMA_DIALECT, **schema, "allOf": [by_version, by_resource]}
+    # Schema 3 is the summary record's alone.
+    by_summary = {
+        "if": {"properties": {"schema": {"const": SUMMARY_SCHEMA_VERSION}}, "required": ["schema"]},
+        "then": summary,
+    }
+    return {
+        "$schema": JSON_SCHEMA_DIALECT,
+        **schema,
+        "allOf": [by_version, by_resource, by_summary],
+    }

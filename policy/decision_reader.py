@@ -3,8 +3,8 @@
 The writer is `policy.decision_log`: a record's `request` is a topic request
 (`TopicRequest.to_dict()`), an admin API call (`AdminRequest.to_dict()`, first key `api`), a
 change of a config resource that is not a topic (`BrokerConfigRequest.to_dict()`, first key
-`config_resource`) or a request refused before any judgement (`refusal_record`, first key
-`refused`). `RequestReader.read` tells them apart by that first key and gives the request
+`config_resource`), a request refused before any judgement (`refusal_record`, first key
+`refused`) or a summary of a request's many topics (`summary_record`, first key `summarised`). `RequestReader.read` tells them apart by that first key and gives the request
 `from_dict` gives, parsing the parts that recur across events once. Pure: no I/O.
 """
 
@@ -33,6 +33,7 @@ _ACTIONS = {a.value: a for a in Action}
 _ALTER_KINDS = {k.value: k for k in AlterKind}
 _ADMIN_API = '{"api":'  # an admin API call's request (`AdminRequest.to_dict()`)
 _REFUSED = '{"refused":'  # a request refused before any judgement (`refusal_record`)
+_SUMMARISED = '{"summarised":'  # a request's many topics, summarised (`summary_record`)
 # A non-topic config resource's request (`BrokerConfigRequest.to_dict()`, then rules, outside).
 _BROKER_CONFIG = '{"config_resource":'
 
@@ -47,7 +48,15 @@ class Refusal:
     sasl_state: str
 
 
-RecordedRequest = TopicRequest | AdminRequest | BrokerConfigRequest | Refusal
+@dataclass(frozen=True, slots=True)
+class Summarised:
+    """A request's topic decisions recorded as counts only: its topics cannot be replayed."""
+
+    api: str
+    topics: int
+
+
+RecordedRequest = TopicRequest | AdminRequest | BrokerConfigRequest | Refusal | Summarised
 
 
 class RequestReader:
@@ -72,6 +81,9 @@ class RequestReader:
         if text.startswith(_REFUSED):
             refused = json_object(text)
             return Refusal(refused["api"], refused["sasl_state"])
+        if text.startswith(_SUMMARISED):
+            summarised = json_object(text)
+            return Summarised(summarised["api"], summarised["summarised"])
         if text.startswith(_ADMIN_API):
             return AdminRequest.from_dict(json_object(text))
         if text.startswith(_BROKER_CONFIG):

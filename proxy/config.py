@@ -206,10 +206,15 @@ class UpstreamConfig(_Section):
     )
 
 
+_FRAME_DEFAULT = 100 * 1024 * 1024
+_JUDGED_DEFAULT = 8 * 1024 * 1024
+_CONNECTION_DEFAULT = 16 * 1024 * 1024
+
+
 class LimitsConfig(_Section):
     """Protection against oversized or stuck input, and against too many connections."""
 
-    max_frame_bytes: int = Field(default=100 * 1024 * 1024, ge=1024, le=2**31 - 1)
+    max_frame_bytes: int = Field(default=_FRAME_DEFAULT, ge=1024, le=2**31 - 1)
     max_buffered_bytes: int = Field(
         default=256 * 1024 * 1024,
         ge=1024,
@@ -220,6 +225,20 @@ class LimitsConfig(_Section):
         gt=0,
         description="over the budget, a connection holding bytes without progress this long "
         "is closed",
+    )
+    max_judged_request_bytes: int = Field(
+        default=_JUDGED_DEFAULT,
+        ge=1024,
+        description="a request some filter reads whole (guarded admin APIs, Metadata, SASL) "
+        "larger than this closes the connection at its header, before its body is buffered; "
+        "at most max_frame_bytes (which it follows when left unset and smaller)",
+    )
+    max_connection_buffered_bytes: int = Field(
+        default=_CONNECTION_DEFAULT,
+        ge=1024,
+        description="one connection stops being read while it holds this much (partial, held "
+        "and reserved request frames, queued responses, write buffers); at least "
+        "max_judged_request_bytes",
     )
     max_connections_per_listener: int = Field(default=1000, ge=1)
     max_connections: int = Field(default=4000, ge=1, description="across all listeners")
@@ -239,6 +258,37 @@ class LimitsConfig(_Section):
         if frame is not None and value < frame:
             raise ValueError(f"must be at least limits.max_frame_bytes ({frame})")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _caps_follow_frames(cls, data: Any) -> Any:
+        # Left unset, the memory caps follow a smaller frame limit rather than refuse it.
+        if not isinstance(data, dict):
+            return data
+        try:
+            frame = int(data.get("max_frame_bytes", _FRAME_DEFAULT))
+            judged = int(data.get("max_judged_request_bytes", min(_JUDGED_DEFAULT, frame)))
+        except (TypeError, ValueError):
+            return data  # the field's own validation names the key
+        data = dict(data)
+        data.setdefault("max_judged_request_bytes", judged)
+        data.setdefault("max_connection_buffered_bytes", max(_CONNECTION_DEFAULT, judged))
+        return data
+
+    @model_validator(mode="after")
+    def _caps_fit_frames(self) -> LimitsConfig:
+        if self.max_judged_request_bytes > self.max_frame_bytes:
+            raise ValueError(
+                f"limits.max_judged_request_bytes ({self.max_judged_request_bytes}) must be "
+                f"at most limits.max_frame_bytes ({self.max_frame_bytes})"
+            )
+        if self.max_connection_buffered_bytes < self.max_judged_request_bytes:
+            raise ValueError(
+                "limits.max_connection_buffered_bytes "
+                f"({self.max_connection_buffered_bytes}) must be at least "
+                f"limits.max_judged_request_bytes ({self.max_judged_request_bytes})"
+            )
+        return self
 
 
 class PolicyConfig(_Section):
@@ -272,8 +322,32 @@ class SaslConfig(_SecretsSection):
 class ClusterStateConfig(_Section):
     """How the proxy reads topic metadata, configs and broker defaults for the policy."""
 
-    ttl_s: float = Field(default=5.0, ge=0, description="how long a fact is reused")
+    ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a fact is reused for Metadata and creates' existence checks; "
+        "mutations of existing topics read their facts fresh",
+    )
     request_timeout_s: float = Field(default=10.0, gt=0)
+    connections: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="connections the proxy reads cluster state on; big reads (many topic ids) "
+        "keep off the first, so a slow one does not hold every judgement",
+    )
+    max_ids_per_request: int = Field(
+        default=100,
+        ge=1,
+        description="unknown topic ids one request may make the proxy look up; the rest are "
+        "answered UNKNOWN_TOPIC_ID without a read",
+    )
+    unknown_id_ttl_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="how long a topic id found unknown is answered UNKNOWN_TOPIC_ID without "
+        "a read (a create forwarded by this proxy ends it at once)",
+    )
     bootstrap_servers: HostPorts | None = Field(
         default=None, description="defaults to upstream.bootstrap_servers"
     )
@@ -313,11 +387,52 @@ class AuditConfig(_Section):
         description="closed: a mutation is refused unless its audit event was written",
     )
     kafka: AuditKafkaConfig | None = None
+    max_records_per_request: int = Field(
+        default=100,
+        ge=1,
+        description="topic records one request may write; beyond it, one summary record",
+    )
+    summary_sample: int = Field(
+        default=20,
+        ge=0,
+        le=1000,
+        description="topics a summary record names one by one (and one per rule beyond them)",
+    )
+    min_retention_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="the file never rotates away history younger than this; it alerts instead",
+    )
+    max_total_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description="all audit files together, beyond which records are refused (closed: "
+        "mutations refused; open: dropped); default max_bytes x (backups + 2)",
+    )
+    principal_budget_bytes_per_minute: int = Field(
+        default=10 * 1024 * 1024,
+        ge=0,
+        description="audit bytes one principal (ANONYMOUS: one client host) may cause per "
+        "minute; beyond it its guarded requests are refused; 0: unlimited",
+    )
+    budget_principals: int = Field(
+        default=10000, ge=1, description="principals the audit budget tracks at most (LRU)"
+    )
 
     @model_validator(mode="after")
-    def _closed_needs_the_topic(self) -> AuditConfig:
-        if self.on_failure == "closed" and self.kafka is None:
-            raise ValueError("on_failure: closed needs audit.kafka (the audit topic it waits for)")
+    def _closed_needs_a_sink_that_can_fail(self) -> AuditConfig:
+        if self.on_failure == "closed" and self.kafka is None and self.file is None:
+            raise ValueError(
+                "on_failure: closed needs audit.file or audit.kafka (a sink whose failure it "
+                "can see)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _total_holds_the_rotation(self) -> AuditConfig:
+        least = self.max_bytes * (self.backups + 1)
+        if self.max_total_bytes is not None and self.max_total_bytes < least:
+            raise ValueError(f"max_total_bytes must hold max_bytes x (backups + 1) = {least} bytes")
         return self
 
 

@@ -7,10 +7,12 @@ there, which the supervisor's /metrics adds up (hence no Info metric, and a mode
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from kafka_policy_proxy.codec.api_versions import proxy_range
 from kafka_policy_proxy.codec.errors import api_name
 
 REQUESTS = Counter(
@@ -44,6 +46,21 @@ CLUSTER_STATE_REQUESTS = Counter(
     "Cluster facts the policy needed: from the cache (hit), read (miss), or unreadable (error)",
     ["result"],
 )
+CLUSTER_STATE_READS = Counter(
+    "kpp_cluster_state_reads",
+    "Requests the proxy sent to read cluster state, by API",
+    ["api"],
+)  # Metadata | DescribeConfigs | other
+CLUSTER_STATE_READ_KEYS = Counter(
+    "kpp_cluster_state_read_keys",
+    "Topics, topic ids or config resources those requests named (all topics counts as one)",
+    ["api"],
+)  # Metadata | DescribeConfigs | other
+CLUSTER_STATE_IDS_NOT_READ = Counter(
+    "kpp_cluster_state_ids_not_read",
+    "Topic ids answered UNKNOWN_TOPIC_ID without a read, by why",
+    ["reason"],
+)  # over_cap | known_unknown
 UPSTREAM_CONNECT_FAILURES = Counter(
     "kpp_upstream_connect_failures",
     "Client connections that could not reach their broker, by listener",
@@ -60,6 +77,17 @@ AUDIT_EVENTS = Counter(
     "kpp_audit_events",
     "Audit events by sink (file, stdout, kafka): written, or dropped",
     ["sink", "result"],
+)
+AUDIT_BYTES = Counter(
+    "kpp_audit_bytes", "Bytes of audit records written, by sink (file, stdout, kafka)", ["sink"]
+)
+AUDIT_ROTATION_PRESSURE = Counter(
+    "kpp_audit_rotation_pressure",
+    "Rotations the audit file refused: its oldest backup is younger than audit.min_retention_s",
+)
+AUDIT_BUDGET_DENIALS = Counter(
+    "kpp_audit_budget_denials",
+    "Guarded requests refused: their principal spent audit.principal_budget_bytes_per_minute",
 )
 OVERSIZED_REQUESTS = Counter(
     "kpp_oversized_requests",
@@ -82,6 +110,24 @@ ADMISSION_TURN_WAIT = Histogram(
     "Time a guarded request waited for its turn",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+MEMORY_PAUSED = Gauge(
+    "kpp_memory_paused_connections",
+    "Client connections not read for memory, by why: the process-wide budget "
+    "(limits.max_buffered_bytes) or their own cap (limits.max_connection_buffered_bytes)",
+    ["reason"],
+    multiprocess_mode="livesum",
+)  # budget | connection_cap
+MEMORY_CLOSES = Counter(
+    "kpp_memory_closed_connections",
+    "Client connections closed to bound memory, by why: a request over "
+    "limits.max_judged_request_bytes, or stalled while the budget was exhausted",
+    ["reason"],
+)  # judged_request_too_large | stalled
+BUFFERED_BYTES = Gauge(
+    "kpp_buffered_bytes",
+    "Bytes charged to the memory budget: buffered, and reserved for request frames being read",
+    multiprocess_mode="livesum",
+)
 
 _live_revision: list[str] = []
 
@@ -96,13 +142,35 @@ def policy_revision(revision: str) -> None:
 
 
 _request_counters: dict[tuple[int, int], Any] = {}
+OTHER = "other"
 
 
 def count_request(api_key: int, api_version: int) -> None:
-    """Count one client request (the label children are cached: this is the hot path)."""
+    """Count one client request (the label children are cached: this is the hot path).
+
+    The labels come from bounded sets: a key the proxy does not handle, or a version outside
+    the range it handles for that key, counts under `other`, so a client sending random keys
+    and versions cannot grow the label sets (nor this cache).
+    """
     child = _request_counters.get((api_key, api_version))
     if child is None:
-        child = _request_counters[(api_key, api_version)] = REQUESTS.labels(
-            api=api_name(api_key), api_key=str(api_key), api_version=str(api_version)
-        )
+        child = _request_child(api_key, api_version)
     child.inc()
+
+
+def _request_child(api_key: int, api_version: int) -> Any:
+    span = proxy_range(api_key)
+    if span is None:
+        return _request_other(OTHER, OTHER)
+    if not span[0] <= api_version <= span[1]:
+        return _request_other(api_name(api_key), str(api_key))
+    child = _request_counters[(api_key, api_version)] = REQUESTS.labels(
+        api=api_name(api_key), api_key=str(api_key), api_version=str(api_version)
+    )
+    return child
+
+
+@functools.cache
+def _request_other(api: str, api_key: str) -> Any:
+    """The one child per known key (or for every unknown key) counting other versions."""
+    return REQUESTS.labels(api=api, api_key=api_key, api_version=OTHER)

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError
 from kafka_policy_proxy.proxy.config import ProxyConfig
-from kafka_policy_proxy.proxy.metrics import AUDIT_EVENTS
+from kafka_policy_proxy.proxy.metrics import AUDIT_BYTES, AUDIT_EVENTS
 
 log = structlog.get_logger("proxy.audit.kafka_sink")
 
@@ -94,6 +94,7 @@ class KafkaAuditSink:
         self._work = asyncio.Event()
         self._written = AUDIT_EVENTS.labels(sink="kafka", result="written")
         self._dropped = AUDIT_EVENTS.labels(sink="kafka", result="dropped")
+        self._bytes = AUDIT_BYTES.labels(sink="kafka")
 
     def write(self, record: Mapping[str, Any]) -> asyncio.Future[None]:
         """Queue one record; the future settles when the brokers have it (or never will)."""
@@ -107,6 +108,7 @@ class KafkaAuditSink:
         def on_delivery(error: KafkaError | None, _message: Message) -> None:
             if error is None:
                 self._written.inc()
+                self._bytes.inc(len(value))
                 if not delivered.done():
                     delivered.set_result(None)
             else:

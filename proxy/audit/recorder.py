@@ -1,9 +1,16 @@
-"""Each decision becomes one decision record for every audit sink; denials also go to the log."""
+"""Each decision becomes one decision record for every audit sink; denials also go to the log.
+
+A request judged for more topics than `max_records_per_request` is recorded as one summary
+record instead (`policy.decision_summary`), and logged as one line: one request writes a
+bounded audit and log whatever its size. The bytes written are charged to the principal's
+audit budget (`proxy.audit.budget`), which the admission filter checks.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -22,9 +29,12 @@ from kafka_policy_proxy.policy.decision_log import (
     new_decision_id,
     outcome,
     refusal_record,
+    summary_record,
 )
+from kafka_policy_proxy.policy.decision_summary import summarise
 from kafka_policy_proxy.policy.judge import Verdict
 from kafka_policy_proxy.policy.model import Mode, Violation
+from kafka_policy_proxy.proxy.audit.budget import ANONYMOUS, AuditBudget
 from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError, AuditSink
 from kafka_policy_proxy.proxy.filters.api import RequestContext
 from kafka_policy_proxy.proxy.metrics import DECISIONS
@@ -45,12 +55,25 @@ class DecisionRecorder:
         proxy_id: str,
         cluster_id: Callable[[], str | None],
         closed: bool = False,
+        max_records_per_request: int = 100,
+        sample_size: int = 20,
+        budget: AuditBudget | None = None,
     ) -> None:
-        """`closed`: audit.on_failure: closed, mutations wait for the sinks that deliver later."""
+        """`closed`: audit.on_failure: closed, mutations wait for the sinks that deliver later
+        (and are refused if a sink could not keep their records)."""
         self._sinks = tuple(sinks)
         self._closed = closed
+        self._max_records = max_records_per_request
+        self._sample_size = sample_size
+        self._budget = budget
         self._proxy_id = proxy_id
         self._cluster_id = cluster_id
+
+    @property
+    def budget(self) -> AuditBudget | None:
+        """The per-principal audit budget this recorder charges: the admission filter checks
+        `budget.allows(principal, client_address)` before a guarded request is judged."""
+        return self._budget
 
     @property
     def waits_for_audit(self) -> bool:
@@ -61,7 +84,12 @@ class DecisionRecorder:
     def _enabled(self) -> bool:
         return any(sink.enabled for sink in self._sinks)
 
-    def _write(self, record: Mapping[str, Any], written: Written) -> None:
+    def _write(
+        self, record: Mapping[str, Any], written: Written, ctx: RequestContext, principal: str
+    ) -> None:
+        if self._budget is not None:
+            size = len(json.dumps(record, separators=(",", ":"), default=str))
+            self._budget.charge(principal, size, ctx.client_address)
         for sink in self._sinks:
             delivery = sink.write(record)
             if delivery is not None:
@@ -99,12 +127,15 @@ class DecisionRecorder:
         )
 
     def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> Written:
-        """One record per decision made (an undecided topic has none)."""
+        """One record per decision made (an undecided topic has none), or one summary record
+        if there are more than `max_records_per_request`."""
+        decided = [v for v in verdicts if v.decision is not None]
+        if len(decided) > self._max_records:
+            return self._record_summary(ctx, revision, decided)
         written: Written = []
-        for verdict in verdicts:
+        for verdict in decided:
             decision, request = verdict.decision, verdict.request
-            if decision is None:
-                continue
+            assert decision is not None
             result = outcome(decision)
             _count(ctx, request.action.value, result, decision.violations)
             if result is not Outcome.ALLOWED:
@@ -129,7 +160,45 @@ class DecisionRecorder:
                 stamp = self._stamp(ctx, revision)
                 original = verdict.original
                 record = decision_record(original or request, decision, stamp, request)
-                self._write(record, written)
+                self._write(record, written, ctx, request.principal.name)
+        return written
+
+    def _record_summary(
+        self, ctx: RequestContext, revision: str, decided: Sequence[Verdict]
+    ) -> Written:
+        """Many decisions of one request: counted one by one, logged and recorded as one."""
+        written: Written = []
+        decisions = []
+        overridden = 0
+        for verdict in decided:
+            decision = verdict.decision
+            assert decision is not None
+            decisions.append(decision)
+            overridden += bool(decision.overrides)
+            _count(ctx, verdict.request.action.value, outcome(decision), decision.violations)
+        first = decided[0].original or decided[0].request
+        summary = summarise(decisions, self._sample_size)
+        if summary.decision is not Outcome.ALLOWED or overridden:
+            log.info(
+                f"policy {summary.decision} (summarised)",
+                conn=ctx.connection_id,
+                principal=first.principal.name,
+                action=first.action.value,
+                topics=len(decisions),
+                overridden=overridden,
+                counts=summary.fields["counts"],
+                sample=[s["topic"] for s in summary.fields["sample"]],
+            )
+        if self._enabled:
+            record = summary_record(
+                first,
+                self._stamp(ctx, revision),
+                decision=summary.decision,
+                mode=summary.mode,
+                violations=summary.violations,
+                summary=summary.fields,
+            )
+            self._write(record, written, ctx, first.principal.name)
         return written
 
     def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> Written:
@@ -147,7 +216,8 @@ class DecisionRecorder:
                 reasons=[v.message for v in decision.violations],
             )
         if self._enabled:
-            self._write(admin_record(decision, self._stamp(ctx, revision)), written)
+            record = admin_record(decision, self._stamp(ctx, revision))
+            self._write(record, written, ctx, decision.request.principal.name)
         return written
 
     def record_broker_configs(
@@ -170,7 +240,7 @@ class DecisionRecorder:
                 )
             if self._enabled:
                 record = broker_config_record(decision, self._stamp(ctx, revision))
-                self._write(record, written)
+                self._write(record, written, ctx, request.principal.name)
         return written
 
     def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> None:
@@ -183,7 +253,8 @@ class DecisionRecorder:
                 listener=ctx.listener,
                 sasl_state=sasl_state,
             )
-            self._write(record, [])  # a refusal changes nothing: never waited for
+            # A refusal changes nothing: never waited for. No principal was established.
+            self._write(record, [], ctx, ANONYMOUS)
 
 
 def _count(

@@ -53,11 +53,12 @@ def test_sasl_ssl_with_mtls_and_its_own_servers() -> None:
     assert (settings["sasl.mechanisms"], settings["sasl.password"]) == ("SCRAM-SHA-512", "p")
 
 
-def test_closed_needs_the_audit_topic() -> None:
+def test_closed_needs_a_sink_whose_failure_it_sees() -> None:
     with pytest.raises(
-        ConfigError, match=r"audit: Value error, on_failure: closed needs audit\.kafka"
+        ConfigError,
+        match=r"audit: Value error, on_failure: closed needs audit\.file or audit\.kafka",
     ):
-        config(audit={"on_failure": "closed"})
+        config(audit={"on_failure": "closed", "stdout": True})
 
 
 def test_envelope_wraps_the_record() -> None:

@@ -8,14 +8,21 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
+from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge
 from kafka_policy_proxy.policy.model import Principal
+from kafka_policy_proxy.proxy.audit.budget import AuditBudget
 from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError, AuditSink
+from tests.unit.policy.helpers import ALICE, cluster, compile_rules
 from tests.unit.proxy.contexts import context
 
 CREATE_ACLS = 30
+CREATE_TOPICS = 19
 ALLOWED = AdminDecision(AdminRequest("CreateAcls", Principal("User:alice")), allowed=True)
 
 
@@ -102,3 +109,34 @@ async def test_closing_the_recorder_closes_every_sink_in_order() -> None:
     closed: list[str] = []
     await recorder(Sink("file", closed), Sink("topic", closed)).close()
     assert closed == ["file", "topic"]
+
+
+def _verdicts(topics: int) -> list[Verdict]:
+    policy = compile_rules({"name": "small", "partitions": {"max": 3}})
+    asked = [create_request(f"b.{i}", 6, principal=ALICE) for i in range(topics)]
+    return judge(policy, asked, ClusterFacts(cluster()))
+
+
+async def test_a_request_over_the_threshold_writes_one_summary_record_and_one_log_line() -> None:
+    sink = Sink("file", [])
+    budget = AuditBudget(10**9)
+    bounded = DecisionRecorder(
+        [sink], proxy_id="p", cluster_id=lambda: None, max_records_per_request=100,
+        budget=budget,
+    )  # fmt: skip
+    ctx = context(CREATE_TOPICS, 7, principal="User:alice")
+    with capture_logs() as logs:
+        bounded.record(ctx, "rev", _verdicts(100))
+    assert len(sink.records) == 100 and len(logs) == 100  # up to the threshold: one per topic
+    sink.records.clear()
+    with capture_logs() as logs:
+        bounded.record(ctx, "rev", _verdicts(10_000))
+    [summary] = sink.records
+    assert summary["summary"]["topics"] == 10_000 and summary["decision"] == "denied"
+    assert summary["summary"]["counts"][1] == {
+        "decision": "denied", "rule": "small", "rule_mode": "enforce", "topics": 10_000,
+    }  # fmt: skip
+    [line] = logs
+    assert line["event"] == "policy denied (summarised)" and len(line["sample"]) == 20
+    # The bytes written are charged to the principal whose request it was.
+    assert budget._current("User:alice") >= len(json.dumps(summary, separators=(",", ":")))
