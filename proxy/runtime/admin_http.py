@@ -1,7 +1,9 @@
 """The operations listener: /metrics for Prometheus, /healthz and /readyz for probes.
 
 A deliberately small HTTP/1.1 server (GET only, one request per connection): it must keep
-answering while the proxy is busy, and must not pull a web framework into the proxy.
+answering while the proxy is busy, and must not pull a web framework into the proxy. /metrics
+is rendered on a thread of its own, one scrape at a time: a large registry (or a worker
+supervisor adding up files) never stalls the event loop that proxies traffic.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -31,6 +34,8 @@ class AdminServer:
         self._readiness = readiness
         self._registry = registry
         self._server: asyncio.Server | None = None
+        # One thread: concurrent scrapes queue here, never take threads judging needs.
+        self._render = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics")
 
     async def start(self, host: str, port: int) -> None:
         """Bind the listener (an OSError if the port is taken)."""
@@ -42,12 +47,17 @@ class AdminServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        self._render.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(_READ_TIMEOUT_S):
                 head = await reader.readuntil(b"\r\n\r\n")
-            status, content_type, body = self._answer(head)
+            status, content_type, answer = self._answer(head)
+            if callable(answer):  # rendered off the event loop
+                body = await asyncio.get_running_loop().run_in_executor(self._render, answer)
+            else:
+                body = answer
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             status, content_type, body = "400 Bad Request", "text/plain", b"bad request\n"
         except ConnectionError:
@@ -62,7 +72,11 @@ class AdminServer:
             await writer.drain()
         writer.close()
 
-    def _answer(self, head: bytes) -> tuple[str, str, bytes]:
+    def _metrics(self) -> bytes:
+        return generate_latest(self._registry())
+
+    def _answer(self, head: bytes) -> tuple[str, str, bytes | Callable[[], bytes]]:
+        """Status, content type, and the body or what renders it."""
         if len(head) > _MAX_REQUEST_BYTES:
             return "431 Request Header Fields Too Large", "text/plain", b"too large\n"
         method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
@@ -70,7 +84,7 @@ class AdminServer:
         if method != "GET":
             return "405 Method Not Allowed", "text/plain", b"GET only\n"
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._registry())
+            return "200 OK", CONTENT_TYPE_LATEST, self._metrics
         if path == "/healthz":
             return "200 OK", "text/plain", b"ok\n"
         if path == "/readyz":
