@@ -28,6 +28,14 @@ class FrameSplitter:
         """Bytes of an incomplete frame held back."""
         return len(self._buffer)
 
+    @property
+    def declared(self) -> int:
+        """The whole size (prefix included) the incomplete frame held back declares; 0 until
+        its 4-byte size has arrived. Known before its body is buffered: what it will cost."""
+        if len(self._buffer) < SIZE:
+            return 0
+        return SIZE + int.from_bytes(self._buffer[:SIZE], "big")
+
     def head(self, n: int) -> bytes:
         """The first n bytes of the incomplete frame held back (fewer if fewer are held)."""
         return bytes(self._buffer[:n])

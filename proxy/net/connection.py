@@ -18,6 +18,8 @@ from kafka_policy_proxy.proxy.filters.chain import FilterChain
 from kafka_policy_proxy.proxy.metrics import (
     ADDED_LATENCY,
     BYTES,
+    MEMORY_CLOSES,
+    MEMORY_PAUSED,
     UPSTREAM_CONNECT_FAILURES,
     count_request,
 )
@@ -31,7 +33,7 @@ from kafka_policy_proxy.proxy.net.actions import (
     SendToClient,
     StopReading,
 )
-from kafka_policy_proxy.proxy.net.conversation import Conversation
+from kafka_policy_proxy.proxy.net.conversation import JUDGED_TOO_LARGE, Conversation
 from kafka_policy_proxy.proxy.net.memory_budget import PAUSE as MEMORY
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
 from kafka_policy_proxy.proxy.net.response_order import Owed
@@ -50,6 +52,9 @@ log = structlog.get_logger("proxy.net.connection")
 UpstreamTarget = Callable[[], list[tuple[str, int]]]
 
 _HIGH_WATER = 4 * 1024 * 1024
+# The reason to pause while this connection alone holds limits.max_connection_buffered_bytes.
+FULL = "connection-full"
+_FULL_PAUSED = MEMORY_PAUSED.labels(reason="connection_cap")
 _TO_BROKER = BYTES.labels(direction="client_to_broker")
 _TO_CLIENT = BYTES.labels(direction="broker_to_client")
 _ids = itertools.count(1)
@@ -67,6 +72,8 @@ class ClientConnection(asyncio.Protocol):
         max_frame_bytes: int,
         connect_timeout: float,
         budget: MemoryBudget,
+        max_judged_bytes: int | None = None,
+        max_buffered_bytes: int = 2**63,
         on_open: Callable[[ClientConnection], str | None],
         on_close: Callable[[ClientConnection], None],
         certificates: CertificatePrincipals | None = None,
@@ -77,6 +84,8 @@ class ClientConnection(asyncio.Protocol):
         self._target = target
         self._chain = chain
         self._max_frame_bytes = max_frame_bytes
+        self._max_judged_bytes = max_judged_bytes
+        self._max_buffered_bytes = max_buffered_bytes  # this connection's own cap
         self._connect_timeout = connect_timeout
         self._budget = budget
         self.held = 0  # bytes charged to the memory budget
@@ -124,6 +133,7 @@ class ClientConnection(asyncio.Protocol):
             client_address=address,
             principal=principal,
             max_frame_bytes=self._max_frame_bytes,
+            max_judged_bytes=self._max_judged_bytes,
             observe=count_request,
         )
         self.pause("connecting")
@@ -131,6 +141,11 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         _TO_BROKER.inc(len(data))
+        if self._pauses and self._client is not None:
+            # Read while paused: uvloop starts reading after connection_made, undoing the
+            # pause made there (CPython's asyncio fixed the same, gh-103607). Unnoticed, every
+            # later pause looked done and the client was read without bound (issue 31).
+            self._client.pause_reading()
         conversation = self._conversation
         if conversation is not None:
             if self._upstream is not None and conversation.client_passes(len(data)):
@@ -203,6 +218,8 @@ class ClientConnection(asyncio.Protocol):
                 if close.reason is None:
                     self.close()
                 else:
+                    if close.reason == JUDGED_TOO_LARGE:
+                        MEMORY_CLOSES.labels(reason="judged_request_too_large").inc()
                     self._fail(close.reason, **close.details)
         self.recount()
 
@@ -215,6 +232,13 @@ class ClientConnection(asyncio.Protocol):
             held += self._upstream.get_write_buffer_size()
         if held != self.held and not self.closed.done():
             delta, self.held = held - self.held, held
+            if held >= self._max_buffered_bytes:
+                if FULL not in self._pauses:
+                    _FULL_PAUSED.inc()
+                    self.pause(FULL)
+            elif FULL in self._pauses:
+                _FULL_PAUSED.dec()
+                self.resume(FULL)
             self._budget.charge(self, delta)
 
     def stalled(self, held: int, stalled_s: float) -> None:
@@ -228,6 +252,7 @@ class ClientConnection(asyncio.Protocol):
                 buffered_bytes=held,
                 stalled_s=round(stalled_s, 1),
             )
+            MEMORY_CLOSES.labels(reason="stalled").inc()
         self.abort()
 
     async def _decide(self, ctx: RequestContext, pending: Awaitable[Verdict]) -> None:
@@ -344,6 +369,9 @@ class ClientConnection(asyncio.Protocol):
     def _finish(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if FULL in self._pauses:
+            self._pauses.discard(FULL)
+            _FULL_PAUSED.dec()
         if not self.closed.done():
             self._budget.leave(self)
             self.closed.set_result(None)

@@ -63,6 +63,8 @@ _CLIENT_ID_AT = SIZE + 8
 # An incomplete request frame is streamed to the broker once this much of it is held: enough
 # for any header and a Produce's acks, so it is judged as a whole frame would be.
 STREAM_REQUEST_AFTER = 4096
+# The reason a request some filter must read whole is refused at its header.
+JUDGED_TOO_LARGE = "request too large to judge"
 
 
 class Conversation:
@@ -77,6 +79,7 @@ class Conversation:
         client_address: str,
         principal: str,
         max_frame_bytes: int,
+        max_judged_bytes: int | None = None,
         observe: Callable[[int, int], None] | None = None,
     ) -> None:
         self._chain = chain
@@ -86,6 +89,11 @@ class Conversation:
         self.client_address = client_address
         self.principal = principal
         self._requests = FrameSplitter(max_frame_bytes)
+        # Frames some filter must read whole are buffered whole: this bounds their body size.
+        self._max_judged = max_frame_bytes if max_judged_bytes is None else max_judged_bytes
+        # What the incomplete request frame is charged: its declared size once it is known to
+        # be buffered whole, so the budget is reserved before its body arrives.
+        self._reserved = 0
         # Broker responses are trusted for size; only a negative size is an error.
         self._responses = FrameSplitter(2**31 - 1)
         self._order = ResponseOrder()
@@ -116,7 +124,7 @@ class Conversation:
         """Bytes this conversation holds: partial frames both ways, held requests, queued
         responses."""
         return (
-            self._requests.pending
+            max(self._requests.pending, self._reserved)
             + self._responses.pending
             + self._held_bytes
             + self._order.queued_bytes
@@ -179,6 +187,9 @@ class Conversation:
                 self._request(frame)
         if self._requests.pending >= STREAM_REQUEST_AFTER and not (self._holding or self.closed):
             self._stream_request()
+        self._reserved = 0
+        if self._requests.pending >= _KEY_END and not self.closed:
+            self._reserve()
         return self._actions()
 
     def decided(self, ctx: RequestContext, verdict: Verdict) -> list[Action]:
@@ -272,6 +283,9 @@ class Conversation:
         if not self._chain.handles(key):
             self._pass(header, frame, _acks_zero(frame, header))
             return
+        if len(frame) - SIZE > self._max_judged:
+            self._too_large(key, len(frame) - SIZE)
+            return
         ctx = RequestContext(
             self.connection_id,
             self.listener,
@@ -289,6 +303,30 @@ class Conversation:
             self._effects.append(StopReading())
             self._effects.append(AwaitDecision(ctx, verdict))
 
+    def _reserve(self) -> None:
+        # An incomplete frame that will be buffered whole (a filter reads it, or streaming it
+        # was refused) is charged its declared size; one over the judged limit is refused
+        # now, at its header, before its body is buffered (as a broker refuses an oversized
+        # frame). A frame still too short to be streamed is charged what it holds.
+        declared = self._requests.declared
+        key = int.from_bytes(self._requests.head(_KEY_END)[SIZE:], "big", signed=True)
+        if self._chain.handles(key):
+            if declared - SIZE > self._max_judged:
+                self._too_large(key, declared - SIZE)
+                return
+        elif self._requests.pending < STREAM_REQUEST_AFTER:
+            return
+        self._reserved = declared
+
+    def _too_large(self, key: int, size: int) -> None:
+        self._close(
+            JUDGED_TOO_LARGE,
+            api_key=key,
+            size=size,
+            limit="limits.max_judged_request_bytes",
+            max_bytes=self._max_judged,
+        )
+
     def _pass(self, header: RequestHeader, frame: Buffer, acks_zero: bool) -> None:
         # No filter handles it: forwarded untouched, and a response is owed unless acks=0.
         if acks_zero:
@@ -298,16 +336,24 @@ class Conversation:
 
     def _stream_request(self) -> None:
         # A large request no filter handles goes on as it arrives instead of being buffered
-        # whole. Anything doubtful (an unsupported version, a header or acks that do not
-        # parse) waits to be judged as a whole frame.
+        # whole. A header that does not parse or a version the proxy does not support closes
+        # the connection now, as the whole frame would (rather than buffer it first); acks
+        # that do not parse in the first bytes wait to be read from the whole frame.
         head = self._requests.head(STREAM_REQUEST_AFTER)
         try:
             header = _peek(head)
-            acks_zero = header.api_key == PRODUCE and produce_acks(head, header) == 0
-        except CodecError:
+        except CodecError as exc:
+            self._close("malformed request header", detail=str(exc))
             return
         key = header.api_key
-        if self._chain.handles(key) or not supports(key, header.api_version):
+        if self._chain.handles(key):
+            return
+        if key != API_VERSIONS and not supports(key, header.api_version):
+            self._close("unsupported API or version", api_key=key, api_version=header.api_version)
+            return
+        try:
+            acks_zero = header.api_key == PRODUCE and produce_acks(head, header) == 0
+        except CodecError:
             return
         if self._observe is not None:
             self._observe(key, header.api_version)
@@ -404,6 +450,10 @@ class Conversation:
             actions += self._effects
             self._effects = []
         return actions
+
+
+# A frame's API key is known once its first 6 bytes have arrived.
+_KEY_END = SIZE + 2
 
 
 def _peek(frame: Buffer) -> RequestHeader:

@@ -1,7 +1,10 @@
 """One process-wide budget for the bytes buffered by every client connection.
 
 Each connection charges the budget the change in what it holds (partial and held request
-frames, responses queued, socket write buffers): one integer add on the data path. When the
+frames, responses queued, socket write buffers): one integer add on the data path. A request
+frame that will be buffered whole is charged its declared size as soon as its 4-byte prefix
+is read, so a connection stops after one read when the frame does not fit, not once it holds
+it (which is what let 200 partial frames hold 9 GiB under a 256 MiB budget, issue 31). When the
 budget is reached, the connections holding the most stop reading; those that then make no
 progress for `stall_timeout_s` are closed. Reading resumes below the low-water mark.
 """
@@ -14,11 +17,14 @@ from typing import Protocol
 
 import structlog
 
+from kafka_policy_proxy.proxy.metrics import BUFFERED_BYTES, MEMORY_PAUSED
+
 log = structlog.get_logger("proxy.net.memory_budget")
 
 # Reading resumes once usage falls below this share of the limit.
 LOW_WATER_FRACTION = 0.75
 PAUSE = "memory"
+_PAUSED = MEMORY_PAUSED.labels(reason="budget")
 
 
 class Member(Protocol):
@@ -66,7 +72,9 @@ class MemoryBudget:
     def leave(self, member: Member) -> None:
         """A connection is gone: release what it held."""
         self._members.pop(member, None)
-        self._paused.discard(member)
+        if member in self._paused:
+            self._paused.discard(member)
+            _PAUSED.dec()
         self.charge(member, -member.held)
         member.held = 0
 
@@ -84,6 +92,7 @@ class MemoryBudget:
         now = self._clock()
         for member in list(self._members):
             member.recount()
+        BUFFERED_BYTES.set(self.used)
         pressure = bool(self._paused) or self.used >= self.limit
         stalled = []
         for member, (seen, since) in self._members.items():
@@ -119,10 +128,12 @@ class MemoryBudget:
 
     def _pause(self, member: Member) -> None:
         self._paused.add(member)
+        _PAUSED.inc()
         member.pause(PAUSE)
 
     def _resume_all(self) -> None:
         paused, self._paused = self._paused, set()
+        _PAUSED.dec(len(paused))
         for member in paused:
             member.resume(PAUSE)
         log.info(

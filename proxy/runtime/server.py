@@ -204,6 +204,8 @@ class ProxyServer:
                 max_frame_bytes=limits.max_frame_bytes,
                 connect_timeout=self._config.upstream.connect_timeout_s,
                 budget=self.budget,
+                max_judged_bytes=limits.max_judged_request_bytes,
+                max_buffered_bytes=limits.max_connection_buffered_bytes,
                 on_open=self._admit,
                 on_close=self._closed,
                 certificates=self._certificates,

@@ -39,3 +39,13 @@ def test_bad_size_is_refused_before_buffering(size: int) -> None:
     splitter = FrameSplitter(limit=1024)
     with pytest.raises(ValueError, match="outside"):
         splitter.feed(struct.pack(">i", size))
+
+
+def test_an_incomplete_frame_declares_its_whole_size_from_its_prefix() -> None:
+    splitter = FrameSplitter(limit=1 << 20)
+    assert splitter.feed(struct.pack(">i", 500_000)[:3]) == []
+    assert splitter.declared == 0  # the size is not known yet
+    assert splitter.feed(struct.pack(">i", 500_000)[3:] + b"\x00\x13") == []
+    assert (splitter.pending, splitter.declared) == (6, 500_004)
+    splitter.feed(b"\x00" * (500_000 - 2))
+    assert (splitter.pending, splitter.declared) == (0, 0)

@@ -398,3 +398,59 @@ def test_nothing_passes_once_the_connection_is_closed() -> None:
     p.client_data(large_produce(1)[:10_000])
     p.connection_lost()
     assert not p.client_passes(100)
+
+
+def test_a_frame_read_whole_is_charged_its_declared_size_from_its_header() -> None:
+    # The budget is reserved before the body arrives, so a frame that does not fit stops the
+    # connection after one read instead of once it is held (issue 31).
+    p = streamed(Scripted(0, lambda ctx: Forward()))
+    big = large_produce(1)
+    assert p.client_data(big[:5]) == []
+    assert p.buffered_bytes == 5  # its API key is not known yet
+    assert p.client_data(big[5:1000]) == []
+    assert p.buffered_bytes == len(big)
+    assert to_broker(p.client_data(big[1000:])) == big
+    assert p.buffered_bytes == 0
+
+
+def test_a_frame_too_short_to_stream_yet_is_charged_what_it_holds() -> None:
+    p = streamed()
+    big = large_produce(1)
+    assert p.client_data(big[:1000]) == []
+    assert p.buffered_bytes == 1000
+
+
+def test_a_judged_frame_over_its_limit_is_refused_at_its_header() -> None:
+    p = Conversation(
+        FilterChain([Scripted(0, lambda ctx: Forward())]),
+        connection_id=7,
+        listener="bootstrap",
+        client_address="10.0.0.7:50000",
+        principal="User:ANONYMOUS",
+        max_frame_bytes=1 << 20,
+        max_judged_bytes=60_000,
+    )
+    assert p.broker_connected() == []
+    big = large_produce(1)  # 100,000 bytes and more
+    [close] = p.client_data(big[:6])
+    assert close == CloseConnection(
+        "request too large to judge",
+        {
+            "api_key": 0,
+            "size": len(big) - 4,
+            "limit": "limits.max_judged_request_bytes",
+            "max_bytes": 60_000,
+        },
+    )
+    assert p.buffered_bytes == 6  # nothing more was taken
+    assert p.client_data(big[6:]) == []
+
+
+def test_a_large_frame_of_an_unsupported_version_closes_once_its_header_is_read() -> None:
+    # Rather than buffer the whole frame first, only to refuse it then.
+    p = streamed()
+    # Produce v0, which Kafka 4 dropped: a v1 header (key, version, correlation id, client id)
+    frame = framed(struct.pack(">hhih", 0, 0, 1, 1) + b"t", bytes(500_000))
+    [close] = p.client_data(frame[:STREAM_REQUEST_AFTER])
+    assert isinstance(close, CloseConnection)
+    assert close.reason == "unsupported API or version"
