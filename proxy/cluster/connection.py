@@ -20,7 +20,11 @@ from kafka_policy_proxy.proxy.cluster.client import (
     SaslCredentials,
 )
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
-from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_REQUESTS
+from kafka_policy_proxy.proxy.metrics import (
+    CLUSTER_STATE_READ_KEYS,
+    CLUSTER_STATE_READS,
+    CLUSTER_STATE_REQUESTS,
+)
 
 V = TypeVar("V")
 
@@ -75,6 +79,7 @@ class ClusterConnection:
         any failure drops the connection and raises ReadFailed."""
         if client is None:
             client = await self.connected()
+        _count(message)
         reused = self._reused
         try:
             response = await client.request(message)
@@ -130,6 +135,15 @@ class ClusterConnection:
         self.node_id = None
         self._next_server = (self._next_server + 1) % len(self._bootstrap)
         await current.close()
+
+
+def _count(message: Any) -> None:
+    """Count a request and the keys it names (None, all topics, counts as one)."""
+    name = type(message).__name__.removesuffix("Request")
+    api = name if name in ("Metadata", "DescribeConfigs") else "other"
+    named = getattr(message, "topics", None) or getattr(message, "resources", None)
+    CLUSTER_STATE_READS.labels(api=api).inc()
+    CLUSTER_STATE_READ_KEYS.labels(api=api).inc(len(named) if named is not None else 1)
 
 
 def _describe(exc: BaseException) -> str:

@@ -10,12 +10,20 @@ accepted, the topic's new state is stored where the request determines it (`chan
 every entry holding the topic is dropped otherwise. Each change also bumps `generation`, so
 that a read that started before it cannot store what it saw, and it tells the reads in flight
 that no caller may join them any more.
+
+Each entry and read in flight also keeps when its read began (a mark in the reader's order of
+events), so that a caller that must judge on facts read after a given mark (a mutation,
+`since`) takes only those; what the proxy
+stored itself (`changed`, `deleted`) never counts as read. A topic id found unknown is kept
+for `unknown_ttl_s` only, and any forwarded change to a topic (a create among them, whose id
+is new) drops every such entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from math import inf
 from typing import Any, Generic, TypeVar
 
 from kafka_policy_proxy.policy.model import TopicState
@@ -52,10 +60,12 @@ class Hit:
 class FactCache(Generic[H]):
     """Facts by key with an expiry, and the reads in flight for them; the caller gives the time."""
 
-    def __init__(self, ttl_s: float) -> None:
+    def __init__(self, ttl_s: float, unknown_ttl_s: float | None = None) -> None:
         self.ttl_s = ttl_s
-        self._entries: dict[Key, tuple[float, Any]] = {}
-        self._reading: dict[Key, H] = {}
+        self.unknown_ttl_s = ttl_s if unknown_ttl_s is None else min(ttl_s, unknown_ttl_s)
+        # key -> (expiry, value, when its read began; -inf for what the proxy stored itself)
+        self._entries: dict[Key, tuple[float, Any, float]] = {}
+        self._reading: dict[Key, tuple[H, float]] = {}
         self._prune_at = PRUNE_MIN
         self.generation = 0  # bumped by every invalidation
 
@@ -64,40 +74,55 @@ class FactCache(Generic[H]):
 
     # -- lookups
 
-    def cached(self, key: Key, now: float) -> Hit | None:
-        """The entry for `key` if it has not expired by `now`."""
+    def cached(self, key: Key, now: float, since: float | None = None) -> Hit | None:
+        """The entry for `key` if it has not expired by `now` (and, with `since`, its read
+        began after that mark)."""
         entry = self._entries.get(key)
-        if entry is not None and entry[0] > now:
+        if entry is not None and entry[0] > now and (since is None or entry[2] > since):
             return Hit(entry[1])
         return None
 
-    def reading(self, key: Key) -> H | None:
-        """The read in flight for `key` that a caller may still join."""
-        return self._reading.get(key)
+    def unknown_id(self, topic_id: str, now: float) -> bool:
+        """Whether a read found no topic with this id a moment ago (or the proxy deleted it)."""
+        entry = self._entries.get(id_key(topic_id))
+        return entry is not None and entry[0] > now and entry[1] is None
+
+    def reading(self, key: Key, since: float | None = None) -> H | None:
+        """The read in flight for `key` (with `since`, begun after that mark) that a caller
+        may still join."""
+        entry = self._reading.get(key)
+        if entry is None or (since is not None and entry[1] <= since):
+            return None
+        return entry[0]
 
     # -- reads
 
-    def began(self, keys: Iterable[Key], read: H) -> None:
-        """`read` is fetching these keys: callers arriving now may join it."""
+    def began(self, keys: Iterable[Key], read: H, started: float = -inf) -> None:
+        """`read`, begun at `started`, is fetching these keys: callers arriving now may join it."""
         for key in keys:
-            self._reading[key] = read
+            self._reading[key] = (read, started)
 
     def ended(self, keys: Iterable[Key], read: H) -> None:
         """`read` has finished (its keys may already have been taken from it)."""
         for key in keys:
-            if self._reading.get(key) is read:
+            entry = self._reading.get(key)
+            if entry is not None and entry[0] is read:
                 del self._reading[key]
 
-    def fill(self, values: Mapping[Key, Any], now: float, generation: int) -> bool:
-        """Store what a read that started at `generation` found, unless something was
-        invalidated since (then it may hold the old state); whether it was stored."""
+    def fill(
+        self, values: Mapping[Key, Any], now: float, generation: int, started: float = -inf
+    ) -> bool:
+        """Store what a read begun at mark `started` (unknown: never fresh), in `generation`,
+        found, unless something was invalidated since (it may hold the old state); whether it
+        was."""
         if generation != self.generation:
             return False
         if len(self._entries) >= self._prune_at:
             self._entries = {k: e for k, e in self._entries.items() if e[0] > now}
             self._prune_at = max(PRUNE_MIN, 2 * len(self._entries))
         for key, value in values.items():
-            self._entries[key] = (now + self.ttl_s, value)
+            ttl = self.unknown_ttl_s if value is None and key[0] == "id" else self.ttl_s
+            self._entries[key] = (now + ttl, value, started)
         return True
 
     # -- after a change the proxy forwarded
@@ -114,7 +139,7 @@ class FactCache(Generic[H]):
         a config change moves no topic name, partition or broker.
         """
         self._forget(name_key(state.name), topic=state.name, aggregates=False)
-        self._entries[name_key(state.name)] = (now + self.ttl_s, state)
+        self._entries[name_key(state.name)] = (now + self.ttl_s, state, -inf)
 
     def deleted(self, topic: str | None, topic_id: str | None, now: float) -> None:
         """The broker deleted this topic: until the entries expire, it is known to be absent."""
@@ -126,7 +151,7 @@ class FactCache(Generic[H]):
             self._forget(id_key(topic_id), topic_id=topic_id)
             keys.append(id_key(topic_id))
         for key in keys:
-            self._entries[key] = (now + self.ttl_s, None)
+            self._entries[key] = (now + self.ttl_s, None, -inf)
 
     def forget_ids(self, topic_ids: Iterable[str]) -> None:
         """Forget these topic ids, so that the next lookup misses and the reader asks again."""
@@ -139,7 +164,7 @@ class FactCache(Generic[H]):
         self.generation += 1
         stale = [
             k
-            for k, (_, value) in self._entries.items()
+            for k, (_, value, _) in self._entries.items()
             if k in (BROKER_DEFAULTS, ALL_TOPICS) or isinstance(value, TopicState)
         ]
         for k in stale:
@@ -166,10 +191,12 @@ class FactCache(Generic[H]):
                 value.name == topic or (topic_id is not None and str(value.topic_id) == topic_id)
             )
 
+        # A topic the proxy forwarded a change to may be new: no unknown id may hide it.
         stale = [
             k
-            for k, (_, value) in self._entries.items()
-            if k == key or (changed and (k == aggregate or holds(value)))
+            for k, (_, value, _) in self._entries.items()
+            if k == key
+            or (changed and (k == aggregate or holds(value) or (value is None and k[0] == "id")))
         ]
         for k in stale:
             del self._entries[k]

@@ -8,9 +8,12 @@ Cost per fact, on a cache miss (connection set-up and SASL not counted):
   time on a connection, to learn the broker ids).
 
 What is read is kept in a FactCache (proxy/cluster/fact_cache.py, which also says what a
-forwarded change does to it); identical reads in flight are shared. The requests go over one
-ClusterConnection (proxy/cluster/connection.py). After a forwarded broker config change, reads
-first wait until the connected broker shows it (proxy/cluster/unapplied_changes.py).
+forwarded change does to it); a key being read is not read again by another caller, who joins
+that read (so overlapping sets share what they have in common). A caller that must judge on
+facts read after a moment (`since`, for the facts in `fresh`: a mutation) takes only entries
+and reads that began then or later. The requests go over a few ClusterConnections
+(proxy/cluster/pool.py). After a forwarded broker config change, reads first wait until every
+connected broker shows it (proxy/cluster/unapplied_changes.py).
 
 Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
 """
@@ -44,6 +47,7 @@ from kafka_policy_proxy.proxy.cluster.fact_cache import (
     id_key,
     name_key,
 )
+from kafka_policy_proxy.proxy.cluster.pool import ConnectionPool
 from kafka_policy_proxy.proxy.cluster.requests import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -63,6 +67,7 @@ from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")
 Read = asyncio.Task[dict[Key, Any]]
+Fetch = Callable[[ClusterConnection, list[Key]], Awaitable[Mapping[Key, V]]]
 
 # Metadata errors that mean "no such topic" rather than "cannot tell".
 _ABSENT = frozenset(
@@ -74,6 +79,9 @@ _ABSENT = frozenset(
 )
 # DescribeConfigs' config_source for a value set on the topic itself.
 DYNAMIC_TOPIC_CONFIG = 1
+# Names or ids a message lists before "and N more".
+LISTED = 3
+_AGGREGATE_FACTS = frozenset({Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT})
 
 
 class ClusterStateReader:
@@ -89,30 +97,46 @@ class ClusterStateReader:
         tls: ssl.SSLContext | None = None,
         discovery: BrokerDiscovery | None = None,
         applied_wait_s: float = APPLIED_WAIT_S,
+        connections: int = 2,
+        unknown_id_ttl_s: float = 2.0,
     ) -> None:
-        self._conn = ClusterConnection(
-            bootstrap, request_timeout_s=request_timeout_s, sasl=sasl, tls=tls
+        self._pool = ConnectionPool(
+            bootstrap, connections, request_timeout_s=request_timeout_s, sasl=sasl, tls=tls
         )
         self._discovery = discovery or BrokerDiscovery()
-        self._cache: FactCache[Read] = FactCache(ttl_s)
+        self._cache: FactCache[Read] = FactCache(ttl_s, unknown_id_ttl_s)
         self._tasks: set[Read] = set()
         self._unapplied = UnappliedChanges(applied_wait_s)
+        self._marks = 0
+
+    def mark(self) -> int:
+        """A point in the reader's order of events: reads begun after it have a later mark
+        (a clock may show two moments as one), for `snapshot(since=...)`."""
+        self._marks += 1
+        return self._marks
 
     @property
     def last_read(self) -> float | None:
         """Loop time of the last answer from the cluster."""
-        return self._conn.last_read
+        return self._pool.last_read
 
     @property
     def last_error(self) -> str | None:
         """Why the last read failed, until one succeeds."""
-        return self._conn.last_error
+        return self._pool.last_error
 
     async def snapshot(
-        self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
+        self,
+        facts: Collection[Fact],
+        topics: Collection[str] = (),
+        topic_ids: Collection[str] = (),
+        *,
+        fresh: Collection[Fact] = (),
+        since: float | None = None,
     ) -> InMemoryCluster:
         """Fetch the facts asked for (TOPIC_STATE only for the topics named) as a ClusterState.
 
+        The facts in `fresh` come from reads begun after `since` (a `mark()`).
         When TOPIC_NAMES, TOTAL_PARTITIONS or BROKER_COUNT is asked for, the snapshot also holds
         every other topic, but with Metadata only (no configs). `marked_for_deletion` is always
         False: KRaft removes a deleted topic from the metadata at once.
@@ -120,12 +144,20 @@ class ClusterStateReader:
         if self._unapplied:
             await self._await_applied()
         wanted = frozenset(facts)
+        fresh = frozenset(fresh) if since is not None else frozenset()
+
+        def not_before(*needed: Fact) -> float | None:
+            return since if fresh.intersection(needed) else None
+
         states: dict[str, TopicState] = {}
         brokers = 1
         defaults = EMPTY_CONFIGS
-        if wanted & {Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT}:
+        if wanted & _AGGREGATE_FACTS:
             everything = await self._cached(
-                "the topic list and broker count", [ALL_TOPICS], self._fetch_all
+                "the topic list and broker count",
+                [ALL_TOPICS],
+                self._fetch_all,
+                not_before(*_AGGREGATE_FACTS),
             )
             topic_list, brokers = everything[ALL_TOPICS]
             states.update((t.name, t) for t in topic_list)
@@ -136,6 +168,7 @@ class ClusterStateReader:
                     f"the state of topic(s) {_quoted(names)}",
                     [name_key(n) for n in names],
                     self._fetch_named,
+                    not_before(Fact.TOPIC_STATE),
                 )
                 for (_, name), state in found.items():
                     if state is None:
@@ -148,11 +181,15 @@ class ClusterStateReader:
                     f"the state of topic id(s) {_quoted(ids)}",
                     [id_key(i) for i in ids],
                     self._fetch_ids,
+                    not_before(Fact.TOPIC_STATE),
                 )
                 states.update((s.name, s) for s in by_id.values() if s is not None)
         if Fact.BROKER_DEFAULTS in wanted:
             result = await self._cached(
-                "the broker default configs", [BROKER_DEFAULTS], self._fetch_defaults
+                "the broker default configs",
+                [BROKER_DEFAULTS],
+                self._fetch_defaults,
+                not_before(Fact.BROKER_DEFAULTS),
             )
             defaults = result[BROKER_DEFAULTS]
         return InMemoryCluster(tuple(states.values()), brokers, defaults)
@@ -177,6 +214,16 @@ class ClusterStateReader:
         """Forget what is cached about these topic ids, so that the next read asks the cluster."""
         self._cache.forget_ids(topic_ids)
 
+    def unknown_ids(self, topic_ids: Iterable[str]) -> set[str]:
+        """The ids a read found naming no topic a moment ago (`unknown_id_ttl_s`)."""
+        now = asyncio.get_running_loop().time()
+        return {i for i in topic_ids if self._cache.unknown_id(i, now)}
+
+    def known_ids(self, topic_ids: Iterable[str]) -> set[str]:
+        """The ids the cache holds a topic for (however long ago they were read)."""
+        now = asyncio.get_running_loop().time()
+        return {i for i in topic_ids if (hit := self._cache.cached(id_key(i), now)) and hit.value}
+
     def invalidate_broker_defaults(self, changes: Sequence[ConfigResourceItem] = ()) -> None:
         """Forget the broker defaults and every topic's configs (a broker config was changed:
         the topics that inherit it have new effective values).
@@ -188,48 +235,60 @@ class ClusterStateReader:
         self._unapplied.add(changes)
 
     async def _await_applied(self) -> None:
-        """Wait until the connected broker shows the forwarded broker config changes; fail closed
-        (ClusterStateUnavailable) if it does not within the wait."""
-        try:
-            waited = await self._unapplied.wait(
-                lambda changes: self._conn.read(
-                    "the broker configs just changed", lambda: self._shows(changes)
+        """Wait until every connected broker shows the forwarded broker config changes; fail
+        closed (ClusterStateUnavailable) if one does not within the wait."""
+        address = ""
+
+        async def shown(changes: Sequence[ConfigResourceItem]) -> bool:
+            nonlocal address
+            for conn in self._pool.connections:
+                address = conn.address
+                read = await conn.read(
+                    "the broker configs just changed",
+                    lambda conn=conn: self._shows(conn, changes),  # type: ignore[misc]
                 )
-            )
+                if not read:
+                    return False
+            return True
+
+        try:
+            waited = await self._unapplied.wait(shown)
         except NotShown as exc:
             raise ClusterStateUnavailable(
-                f"the broker at {self._conn.address} does not show the broker config "
+                f"the broker at {address} does not show the broker config "
                 f"change the proxy forwarded after {exc.wait_s:g} s"
             ) from None
         if waited:
             # What reads cached while the broker lagged holds the old values.
             self._cache.forget_configs()
 
-    async def _shows(self, changes: Sequence[ConfigResourceItem]) -> bool:
+    async def _shows(self, conn: ClusterConnection, changes: Sequence[ConfigResourceItem]) -> bool:
         """Whether the connected broker's configs show every change that reaches its facts."""
         names = sorted({c.name for c in changes})
-        response = await self._conn.call(describe_configs_request(BROKER_RESOURCE, names))
+        response = await conn.call(describe_configs_request(BROKER_RESOURCE, names))
         return shown_by(response, changes)
 
     async def close(self) -> None:
-        """Cancel in-flight fetches and close the connection."""
+        """Cancel in-flight fetches and close the connections."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self._conn.close()
+        await self._pool.close()
 
     # -- uncached reads, for callers that page through the cluster themselves (snapshot)
 
     async def request(self, message: Any, what: str) -> Any:
-        """Send one request on the reader's connection, uncached; failures name `what`."""
-        return await self._conn.read(what, lambda: self._conn.call(message))
+        """Send one request on one of the reader's connections, uncached; failures name `what`."""
+        async with self._pool.lease(1) as conn:
+            return await conn.read(what, lambda: conn.call(message))
 
     async def topic_configs(self, names: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """Every config entry DescribeConfigs returns per topic, uncached; any error fails all."""
-        return await self._conn.read(
-            f"the configs of {len(names)} topic(s)", lambda: self._topic_configs(names)
-        )
+        async with self._pool.lease(len(names)) as conn:
+            return await conn.read(
+                f"the configs of {len(names)} topic(s)", lambda: self._topic_configs(conn, names)
+            )
 
     # -- caching and coalescing
 
@@ -237,18 +296,20 @@ class ClusterStateReader:
         self,
         what: str,
         keys: list[Key],
-        fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]],
+        fetch: Fetch[V],
+        since: float | None = None,
     ) -> dict[Key, V]:
-        """Values for `keys` from the cache, from identical in-flight fetches, or fetched now."""
+        """Values for `keys` from the cache, from in-flight fetches of them, or fetched now;
+        with `since`, only from reads begun after that mark."""
         loop = asyncio.get_running_loop()
         now = loop.time()
         result: dict[Key, V] = {}
         waiting: dict[Key, Read] = {}
         missing: list[Key] = []
         for key in keys:
-            if (hit := self._cache.cached(key, now)) is not None:
+            if (hit := self._cache.cached(key, now, since)) is not None:
                 result[key] = hit.value
-            elif (task := self._cache.reading(key)) is not None:
+            elif (task := self._cache.reading(key, since)) is not None:
                 waiting[key] = task
             else:
                 missing.append(key)
@@ -256,9 +317,10 @@ class ClusterStateReader:
         # A miss is read now, or joins an identical read in flight.
         CLUSTER_STATE_REQUESTS.labels(result="miss").inc(len(waiting) + len(missing))
         if missing:
-            task = loop.create_task(self._fill(what, missing, fetch))
+            began = self.mark()
+            task = loop.create_task(self._fill(what, missing, fetch, began))
             self._tasks.add(task)
-            self._cache.began(missing, task)
+            self._cache.began(missing, task, began)
             task.add_done_callback(lambda done: self._settle(missing, done))
             waiting.update(dict.fromkeys(missing, task))
         for key, pending in waiting.items():
@@ -267,12 +329,13 @@ class ClusterStateReader:
         return result
 
     async def _fill(
-        self, what: str, keys: list[Key], fetch: Callable[[list[Key]], Awaitable[Mapping[Key, V]]]
+        self, what: str, keys: list[Key], fetch: Fetch[V], began: int
     ) -> dict[Key, Any]:
         generation = self._cache.generation
-        values = dict(await self._conn.read(what, lambda: fetch(keys)))
+        async with self._pool.lease(len(keys)) as conn:
+            values = dict(await conn.read(what, lambda: fetch(conn, keys)))
         now = asyncio.get_running_loop().time()
-        self._cache.fill({key: values[key] for key in keys}, now, generation)
+        self._cache.fill({key: values[key] for key in keys}, now, generation, began)
         return values
 
     def _settle(self, keys: Iterable[Key], task: Read) -> None:
@@ -283,8 +346,8 @@ class ClusterStateReader:
 
     # -- fetches
 
-    async def _fetch_all(self, keys: list[Key]) -> dict[Key, Any]:
-        response = await self._conn.call(metadata_request(None))
+    async def _fetch_all(self, conn: ClusterConnection, keys: list[Key]) -> dict[Key, Any]:
+        response = await conn.call(metadata_request(None))
         for topic in response.topics:
             if topic.error_code is not ErrorCode.none:
                 raise ReadFailed(
@@ -293,17 +356,21 @@ class ClusterStateReader:
         topics = tuple(topic_from_metadata(t) for t in response.topics)
         return {ALL_TOPICS: (topics, len(response.brokers))}
 
-    async def _fetch_named(self, keys: list[Key]) -> dict[Key, TopicState | None]:
+    async def _fetch_named(
+        self, conn: ClusterConnection, keys: list[Key]
+    ) -> dict[Key, TopicState | None]:
         names = [key[1] for key in keys]
-        response = await self._conn.call(
+        response = await conn.call(
             metadata_request(
                 tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names)
             )
         )
-        found = await self._with_configs(response.topics)
+        found = await self._with_configs(conn, response.topics)
         return {name_key(name): found.get(name) for name in names}
 
-    async def _fetch_ids(self, keys: list[Key]) -> dict[Key, TopicState | None]:
+    async def _fetch_ids(
+        self, conn: ClusterConnection, keys: list[Key]
+    ) -> dict[Key, TopicState | None]:
         wanted: dict[Key, uuid.UUID] = {}
         for key in keys:
             with contextlib.suppress(ValueError):
@@ -314,12 +381,14 @@ class ClusterStateReader:
         found: dict[str, TopicState] = {}
         if wanted:
             request = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in wanted.values())
-            response = await self._conn.call(metadata_request(request))
-            states = await self._with_configs(response.topics)
+            response = await conn.call(metadata_request(request))
+            states = await self._with_configs(conn, response.topics)
             found = {str(s.topic_id): s for s in states.values()}
         return {key: found.get(str(wanted.get(key))) for key in keys}
 
-    async def _with_configs(self, metadata_topics: Iterable[Any]) -> dict[str, TopicState]:
+    async def _with_configs(
+        self, conn: ClusterConnection, metadata_topics: Iterable[Any]
+    ) -> dict[str, TopicState]:
         """Topic states from Metadata topics, with their effective configs; absent ones left out."""
         states: dict[str, TopicState] = {}
         for topic in metadata_topics:
@@ -331,7 +400,7 @@ class ClusterStateReader:
             states[topic.name] = topic_from_metadata(topic)
         if not states:
             return states
-        entries = await self._topic_configs(list(states))
+        entries = await self._topic_configs(conn, list(states))
         return {
             name: replace(
                 state,
@@ -343,8 +412,10 @@ class ClusterStateReader:
             for name, state in states.items()
         }
 
-    async def _topic_configs(self, names: Sequence[str]) -> dict[str, tuple[Any, ...]]:
-        response = await self._conn.call(describe_configs_request(TOPIC_RESOURCE, names))
+    async def _topic_configs(
+        self, conn: ClusterConnection, names: Sequence[str]
+    ) -> dict[str, tuple[Any, ...]]:
+        response = await conn.call(describe_configs_request(TOPIC_RESOURCE, names))
         entries: dict[str, tuple[Any, ...]] = {}
         for result in response.results:
             if result.error_code is not ErrorCode.none:
@@ -356,10 +427,13 @@ class ClusterStateReader:
             raise ReadFailed(f"DescribeConfigs left out topic(s) {_quoted(sorted(missing))}")
         return entries
 
-    async def _fetch_defaults(self, keys: list[Key]) -> dict[Key, ConfigMap]:
-        conn = self._conn
+    async def _fetch_defaults(
+        self, conn: ClusterConnection, keys: list[Key]
+    ) -> dict[Key, ConfigMap]:
         client = await conn.connected()
-        node_ids = [conn.node_id] if conn.node_id is not None else await self._broker_ids(client)
+        node_ids = (
+            [conn.node_id] if conn.node_id is not None else await self._broker_ids(conn, client)
+        )
         # A broker describes only its own configs and answers INVALID_REQUEST for other ids,
         # so asking for every id finds the one this connection reached.
         request = describe_configs_request(BROKER_RESOURCE, [str(n) for n in node_ids])
@@ -373,10 +447,12 @@ class ClusterStateReader:
             errors.append(f"broker {result.resource_name}: {detail}")
         raise ReadFailed(f"DescribeConfigs on {conn.address}: {'; '.join(errors) or 'no result'}")
 
-    async def _broker_ids(self, client: KafkaClient) -> list[int]:
-        response = await self._conn.call(brokers_request(), client)
+    async def _broker_ids(self, conn: ClusterConnection, client: KafkaClient) -> list[int]:
+        response = await conn.call(brokers_request(), client)
         return sorted(self._discovery.learn(response).nodes)
 
 
-def _quoted(names: Iterable[str]) -> str:
-    return ", ".join(repr(n) for n in names)
+def _quoted(names: Sequence[str]) -> str:
+    """The first few names, quoted, then how many more (a message must not grow with them)."""
+    listed = ", ".join(repr(n) for n in names[:LISTED])
+    return listed if len(names) <= LISTED else f"{listed} and {len(names) - LISTED} more"

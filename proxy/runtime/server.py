@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
@@ -83,7 +84,11 @@ class ProxyServer:
             sasl=self._sasl,
             tls=self._upstream_tls,
             discovery=self.discovery,
+            connections=state.connections,
+            unknown_id_ttl_s=state.unknown_id_ttl_s,
         )
+        # Long batches are judged off the event loop (proxy/cluster/live_facts.py).
+        self._judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kpp-judge")
         audit = config.audit
         audit_file = audit.file
         proxy_id = audit.proxy_id or f"{socket.gethostname()}:{config.listeners.bootstrap_port}"
@@ -110,7 +115,9 @@ class ProxyServer:
         self._chain = proxy_chain(
             listeners=self,
             policy=self._current_policy,
-            facts=LiveFacts(self.cluster_state),
+            facts=LiveFacts(
+                self.cluster_state, max_ids=state.max_ids_per_request, executor=self._judges
+            ),
             recorder=self._recorder,
             legacy_error_code=config.policy.legacy_error_code,
             admission=config.admission,
@@ -317,6 +324,7 @@ class ProxyServer:
         for task in self._tasks:
             task.cancel()
         await self.cluster_state.close()
+        self._judges.shutdown(wait=False, cancel_futures=True)
         await self._recorder.close()
         await self.admin.close()
         if self.policy is not None:

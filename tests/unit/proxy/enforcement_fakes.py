@@ -31,14 +31,31 @@ class FakeReader:
         self.forgotten_ids: list[str] = []
         self.defaults_invalidated = 0
         self.applied: list[Any] = []  # the broker config changes to wait for
+        self.fresh: list[frozenset[Fact]] = []  # the facts each snapshot had to read fresh
 
     async def snapshot(
-        self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
+        self,
+        facts: Collection[Fact],
+        topics: Collection[str] = (),
+        topic_ids: Collection[str] = (),
+        *,
+        fresh: Collection[Fact] = (),
+        since: float | None = None,
     ) -> InMemoryCluster:
         self.asked.append((frozenset(facts), frozenset(topics)))
+        self.fresh.append(frozenset(fresh) if since is not None else frozenset())
         if self.unavailable:
             raise ClusterStateUnavailable("cannot connect to any bootstrap server (refused)")
         return self.cluster
+
+    def mark(self) -> int:
+        return 0
+
+    def unknown_ids(self, topic_ids: Collection[str]) -> set[str]:
+        return set()
+
+    def known_ids(self, topic_ids: Collection[str]) -> set[str]:
+        return set()
 
     def invalidate(self, topic: str) -> None:
         self.invalidated.append(topic)

@@ -148,3 +148,36 @@ def test_a_cache_of_fresh_entries_is_pruned_again_only_at_twice_its_size() -> No
     assert len(cache) == PRUNE_MIN + 1  # nothing had expired at 0.5
     cache.fill({name_key("later"): None}, 2.0, cache.generation)
     assert len(cache) == PRUNE_MIN + 2
+
+
+def test_a_caller_that_needs_facts_read_after_a_mark_takes_only_those() -> None:
+    cache: FactCache[str] = FactCache(10.0)
+    cache.fill({name_key("orders"): ORDERS}, 0.0, cache.generation, started=5)
+    assert cache.cached(name_key("orders"), 1.0, since=4) == Hit(ORDERS)
+    assert cache.cached(name_key("orders"), 1.0, since=5) is None
+    assert cache.cached(name_key("orders"), 1.0) == Hit(ORDERS)
+    cache.began([name_key("payments")], "read", started=7)
+    assert cache.reading(name_key("payments"), since=6) == "read"
+    assert cache.reading(name_key("payments"), since=7) is None
+
+
+def test_what_the_proxy_stored_itself_is_never_fresh() -> None:
+    cache = filled()
+    changed = TopicState("orders", ORDERS_ID, 1, 1, configs=ConfigMap({"retention.ms": "5"}))
+    cache.changed(changed, 5.0)
+    cache.deleted("payments", PAYMENTS_ID, 5.0)
+    assert cache.cached(name_key("orders"), 6.0) == Hit(changed)
+    assert cache.cached(name_key("orders"), 6.0, since=0) is None
+    assert cache.cached(id_key(PAYMENTS_ID), 6.0, since=0) is None
+
+
+def test_an_unknown_id_is_kept_briefly_and_dropped_by_any_forwarded_change() -> None:
+    cache: FactCache[str] = FactCache(10.0, unknown_ttl_s=2.0)
+    unknown = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+    cache.fill({id_key(unknown): None, name_key("nothing"): None}, 0.0, cache.generation)
+    assert cache.unknown_id(unknown, 1.9)
+    assert not cache.unknown_id(unknown, 2.0)
+    assert cache.cached(name_key("nothing"), 9.0) == Hit(None)  # names keep the full ttl
+    cache.fill({id_key(unknown): None}, 3.0, cache.generation)
+    cache.invalidate("created.by.this.proxy")
+    assert not cache.unknown_id(unknown, 3.5)

@@ -34,14 +34,33 @@ class FakeReader:
     def __init__(self, cluster: InMemoryCluster | None) -> None:
         self.cluster = cluster
         self.asked: list[frozenset[Fact]] = []
+        self.fresh: list[frozenset[Fact]] = []
+        self.ids: list[frozenset[str]] = []
 
     async def snapshot(
-        self, facts: Collection[Fact], topics: Collection[str] = (), topic_ids: Collection[str] = ()
+        self,
+        facts: Collection[Fact],
+        topics: Collection[str] = (),
+        topic_ids: Collection[str] = (),
+        *,
+        fresh: Collection[Fact] = (),
+        since: float | None = None,
     ) -> InMemoryCluster:
         self.asked.append(frozenset(facts))
+        self.fresh.append(frozenset(fresh) if since is not None else frozenset())
+        self.ids.append(frozenset(topic_ids))
         if self.cluster is None:
             raise ClusterStateUnavailable("cannot connect to any bootstrap server (refused)")
         return self.cluster
+
+    def mark(self) -> int:
+        return 0
+
+    def unknown_ids(self, topic_ids: Collection[str]) -> set[str]:
+        return set()
+
+    def known_ids(self, topic_ids: Collection[str]) -> set[str]:
+        return set()
 
 
 def live(reader: FakeReader) -> LiveFacts:
@@ -64,7 +83,7 @@ async def test_missing_current_state_denies_when_rules_need_it() -> None:
     )
     [verdict] = await live(FakeReader(InMemoryCluster())).judge(POLICY, [request])
     assert verdict.decision is not None and not verdict.decision.allowed
-    assert "is not in the cluster metadata" in verdict.decision.message
+    assert "not in the cluster metadata" in verdict.decision.message
 
 
 async def test_known_current_state_is_judged_by_the_rules() -> None:
@@ -96,16 +115,26 @@ async def test_a_policy_that_needs_no_facts_reads_nothing() -> None:
 
 
 class CreatedLater(FakeReader):
-    """A reader whose cluster shows the topic only once its id has been re-read `after` times."""
+    """A reader whose cluster shows the topic only from the `after`th read of its id on."""
 
     def __init__(self, cluster: InMemoryCluster, after: int) -> None:
         super().__init__(InMemoryCluster())
-        self.later, self.after, self.forgotten = cluster, after, 0
+        self.later, self.after, self.id_reads = cluster, after, 0
 
-    def forget_ids(self, topic_ids: Collection[str]) -> None:
-        self.forgotten += 1
-        if self.forgotten >= self.after:
-            self.cluster = self.later
+    async def snapshot(
+        self,
+        facts: Collection[Fact],
+        topics: Collection[str] = (),
+        topic_ids: Collection[str] = (),
+        *,
+        fresh: Collection[Fact] = (),
+        since: float | None = None,
+    ) -> InMemoryCluster:
+        if topic_ids:
+            self.id_reads += 1
+            if self.id_reads >= self.after:
+                self.cluster = self.later
+        return await super().snapshot(facts, topics, topic_ids, fresh=fresh, since=since)
 
 
 PROTECTED = InMemoryCluster((TopicState("protected.orders", "0f6c9a1e", 1, 1),))
@@ -121,20 +150,22 @@ rules:
 
 
 async def test_an_id_created_a_moment_ago_is_resolved_by_a_fresh_read() -> None:
-    reader = CreatedLater(PROTECTED, after=2)
+    reader = CreatedLater(PROTECTED, after=3)
     facts = LiveFacts(reader, (0.0, 0.0, 0.0))  # type: ignore[arg-type]
     request = delete_topic_request(None, "0f6c9a1e", principal=ALICE)
     [verdict] = await facts.judge(PROTECTING, [request])
     assert verdict.decision is not None and not verdict.decision.allowed
     assert verdict.request.name == "protected.orders"
-    assert reader.forgotten == 2
+    # The first read and two re-reads of the id, then the batch judged again on what they found.
+    assert reader.id_reads == 4
+    assert all(fresh == frozenset(Fact) for fresh in reader.fresh)
 
 
 async def test_an_id_still_unknown_after_the_retries_stays_undecided() -> None:
-    reader = CreatedLater(PROTECTED, after=4)
+    reader = CreatedLater(PROTECTED, after=5)
     facts = LiveFacts(reader, (0.0, 0.0, 0.0))  # type: ignore[arg-type]
     request = delete_topic_request(None, "0f6c9a1e", principal=ALICE)
     [verdict] = await facts.judge(PROTECTING, [request])
     assert verdict.decision is None
-    assert reader.forgotten == 3
+    assert reader.id_reads == 4
     assert len(reader.asked) == 4

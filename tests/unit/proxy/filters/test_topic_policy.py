@@ -14,7 +14,7 @@ from kafka_policy_proxy.codec.registry import decode_exact, encode, request_clas
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.loader import load_policy
-from kafka_policy_proxy.policy.model import ConfigMap, TopicState
+from kafka_policy_proxy.policy.model import ConfigMap, Fact, TopicState
 from kafka_policy_proxy.proxy.filters.api import Answer, Forward, ForwardModified
 from kafka_policy_proxy.proxy.filters.topic_policy import TopicPolicyFilter
 from tests.unit.proxy.contexts import context
@@ -197,8 +197,9 @@ async def test_an_unknown_topic_id_is_answered_by_the_proxy_never_forwarded(
     verdict = await f.on_request(context(20, 6, delete_by_id(UNKNOWN_ID)))
     assert isinstance(verdict, Answer)
     assert delete_results(verdict.body) == [(None, UNKNOWN_ID, UNKNOWN_TOPIC_ID)]
-    # Read afresh from the cluster twice more before answering, and nothing recorded.
-    assert reader.forgotten_ids == [str(UNKNOWN_ID)] * 2
+    # Read afresh from the cluster, then twice more before answering, and nothing recorded.
+    assert len(reader.asked) == 3
+    assert all(fresh == frozenset(Fact) for fresh in reader.fresh)
     assert records.read() == []
 
 
