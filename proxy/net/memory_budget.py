@@ -92,7 +92,6 @@ class MemoryBudget:
         now = self._clock()
         for member in list(self._members):
             member.recount()
-        BUFFERED_BYTES.set(self.used)
         pressure = bool(self._paused) or self.used >= self.limit
         stalled = []
         for member, (seen, since) in self._members.items():
@@ -103,6 +102,7 @@ class MemoryBudget:
         for member, stalled_s in stalled:
             member.stalled(member.held, stalled_s)
             self.leave(member)
+        BUFFERED_BYTES.set(self.used)
 
     def _relieve(self, growing: Member) -> None:
         # The connection that grew stops; so do the largest holders, until what they hold

@@ -1,29 +1,35 @@
 """Memory and connection exhaustion, through the real proxy in front of the real cluster.
 
 A proxy with a small memory budget is attacked by many connections that each send most of a
-large frame and stall, and by connection floods over the per-listener cap. Its RSS is read from
-/proc; the broker is read directly, never only the proxy's answers.
+large judged frame (CreateTopics) and stall, by frames over limits.max_judged_request_bytes,
+and by connection floods over the per-listener cap. Its RSS is read from /proc and its counts
+from /metrics; the broker is read directly, never only the proxy's answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import os
 import shutil
 import socket
 import struct
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.messages import build, metadata_request
 from harness.proxy_process import ProxyProcess
 from harness.wire import WireClient
+from kafka_policy_proxy.codec.header import request_header
 from kafka_policy_proxy.codec.registry import request_class
 from tests.integration.cluster_fixtures import TEST_POLICY
 
@@ -156,7 +162,16 @@ def absent_on_broker(direct: AdminClient, names: list[str]) -> None:
     assert not set(names) & topics
 
 
-def stall_with_most_of_a_frame(port: int, together: threading.Barrier | None) -> socket.socket:
+def most_of_a_create(size: int, sent: int) -> bytes:
+    """The first `sent` bytes of a CreateTopics v7 frame declaring `size` bytes: the topic
+    policy reads it whole, so the proxy buffers it whole."""
+    header = request_header(19, 7, 1, "attacker")
+    return struct.pack(">i", size) + header + b"\x00" * (sent - 4 - len(header))
+
+
+def stall_with_most_of_a_frame(
+    port: int, together: threading.Barrier | None, frame: int = MAX_FRAME
+) -> socket.socket:
     """Connect, send a frame's size and most of its body (all attackers at once), then stop."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.settimeout(3)
@@ -164,7 +179,7 @@ def stall_with_most_of_a_frame(port: int, together: threading.Barrier | None) ->
         together.wait()
     # A timeout: the proxy stopped reading, and the rest waits in the kernel.
     with contextlib.suppress(OSError):
-        sock.sendall(struct.pack(">i", MAX_FRAME - 16) + b"\x00" * (MAX_FRAME - 64 * 1024))
+        sock.sendall(most_of_a_create(frame - 16, frame - 64 * 1024))
     return sock
 
 
@@ -282,3 +297,185 @@ def test_a_connection_flood_is_capped_per_listener(
             time.sleep(0.1)
     assert guarded.alive()
     absent_on_broker(direct, denied)
+
+
+# --- issue 31: many stalled partial frames, frames too large to judge, a large Produce -------
+
+BUDGETED_PORT = 30640
+BUDGETED_NODE_BASE = 30650  # node N on 30650 + N
+BUDGETED_ADMIN = 30660
+BUDGETED = {
+    "max_buffered_bytes": 16 * MIB,
+    "max_frame_bytes": 8 * MIB,
+    "max_judged_request_bytes": 4 * MIB,
+    "stall_timeout_s": 8.0,  # long enough to count the attackers paused before they go
+}
+MANY = 200
+MANY_FRAME = 4 * MIB  # each attacker sends 90% of it: 720 MiB in all if nothing bounded it
+READ = 256 * 1024  # the most one socket read takes (uvloop)
+# RSS may grow past the idle proxy's by the budget, plus for each attacker one socket read
+# taken before it is stopped (its frame's reservation is charged after that read) and its
+# connection's objects and buffers (~64 KiB: protocol, conversation, transports), plus the
+# bytearray slack of the frames that fit (CPython over-allocates by up to 1/8 as they grow)
+# and a fixed 24 MiB for the allocator's fragmentation and the attack's log lines.
+MANY_OVERHEAD = MANY * (READ + 64 * 1024) + BUDGETED["max_buffered_bytes"] // 8 + 24 * MIB
+
+
+@pytest.fixture(scope="module")
+def budgeted(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+    """A proxy enforcing the test policy with a 16 MiB budget, judged frames up to 4 MiB,
+    the default per-connection cap and connection caps, and /metrics."""
+    workdir = tmp_path_factory.mktemp("budgeted")
+    policy = workdir / "policy.yaml"
+    shutil.copy(TEST_POLICY, policy)
+    process = ProxyProcess(
+        workdir,
+        kafka.bootstrap_servers,
+        BUDGETED_PORT,
+        BUDGETED_NODE_BASE,
+        extra={
+            "policy": {"file": str(policy), "watch": False},
+            "limits": BUDGETED,
+            "admin": {"port": BUDGETED_ADMIN, "bind_host": "127.0.0.1"},
+        },
+    )
+    try:
+        served(BUDGETED_PORT)  # warm: every code path the checks touch is loaded
+        yield process
+    finally:
+        assert process.stop() == 0
+
+
+def metric(name: str, **labels: str) -> float:
+    """One sample from the proxy's /metrics (0 when absent)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{BUDGETED_ADMIN}/metrics", timeout=10)
+    wanted = name + (
+        "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+    )
+    for line in text.read().decode().splitlines():
+        if line.startswith(wanted + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def create_through(port: int, direct: AdminClient) -> str:
+    """Create an allowed topic through the proxy; return its name once the broker shows it."""
+    name = f"mem.ok-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 3})
+    for future in admin.create_topics([NewTopic(name, 1, 1)], request_timeout=30).values():
+        future.result(60)
+    deadline = time.monotonic() + 30
+    while name not in direct.list_topics(timeout=30).topics:
+        assert time.monotonic() < deadline, f"{name} not on the broker"
+        time.sleep(0.1)
+    return name
+
+
+def test_200_stalled_partial_frames_stay_within_the_budget(
+    budgeted: ProxyProcess, direct: AdminClient
+) -> None:
+    pid = budgeted.process.pid
+    idle = rss(pid)
+    stalled_before = metric("kpp_memory_closed_connections_total", reason="stalled")
+    peak = PeakRss(pid)
+    socks: list[socket.socket] = []
+    lock = threading.Lock()
+
+    def attack() -> None:
+        sock = stall_with_most_of_a_frame(BUDGETED_PORT, None, MANY_FRAME)
+        with lock:
+            socks.append(sock)
+
+    threads = [threading.Thread(target=attack) for _ in range(MANY)]
+    try:
+        for thread in threads:
+            thread.start()
+        paused = 0.0
+        while any(t.is_alive() for t in threads):
+            paused = max(paused, metric("kpp_memory_paused_connections", reason="budget"))
+            time.sleep(0.2)
+        paused = max(paused, metric("kpp_memory_paused_connections", reason="budget"))
+        # Meanwhile another client creates a topic through the proxy (seen on the broker).
+        created = create_through(BUDGETED_PORT, direct)
+        # The stalled attackers are closed once they make no progress for the stall timeout.
+        closed_until(socks, 0, BUDGETED["stall_timeout_s"] + 30)
+    finally:
+        top = peak.stop()
+        for sock in socks:
+            sock.close()
+    grew = top - idle
+    assert grew <= BUDGETED["max_buffered_bytes"] + MANY_OVERHEAD, f"RSS grew {grew / MIB:.1f} MiB"
+    # Most did not fit: their reservations stopped them (at most 4 frames fit in 16 MiB).
+    assert paused >= MANY - 8
+    stalled = metric("kpp_memory_closed_connections_total", reason="stalled") - stalled_before
+    assert stalled >= MANY - 8
+    assert created in direct.list_topics(timeout=30).topics
+    assert budgeted.alive()
+
+
+def test_a_frame_too_large_to_judge_is_closed_at_its_header(
+    budgeted: ProxyProcess, direct: AdminClient
+) -> None:
+    pid = budgeted.process.pid
+    before = metric("kpp_memory_closed_connections_total", reason="judged_request_too_large")
+    idle = rss(pid)
+    peak = PeakRss(pid)
+    frame = most_of_a_create(8 * MIB - 4, 8 * MIB)  # a whole 8 MiB CreateTopics: over 4 MiB
+    socks = []
+    try:
+        for _ in range(10):
+            sock = socket.create_connection(("127.0.0.1", BUDGETED_PORT))
+            sock.settimeout(10)
+            with contextlib.suppress(OSError):  # closed at the header, mid-send
+                sock.sendall(frame)
+            socks.append(sock)
+        closed_until(socks, 0, 10)
+    finally:
+        top = peak.stop()
+        for sock in socks:
+            sock.close()
+    # Ten 8 MiB frames: had any been buffered, RSS would have grown by 8 MiB or more.
+    assert top - idle < 4 * MIB, f"RSS grew {(top - idle) / MIB:.1f} MiB"
+    after = metric("kpp_memory_closed_connections_total", reason="judged_request_too_large")
+    assert after - before == 10
+    assert "request too large to judge" in budgeted.log_text()
+    assert "limits.max_judged_request_bytes" in budgeted.log_text()
+    create_through(BUDGETED_PORT, direct)
+
+
+def test_a_produce_larger_than_the_judged_limit_still_streams(
+    budgeted: ProxyProcess, direct: AdminClient, kafka: Any
+) -> None:
+    topic = f"mem.big-{uuid.uuid4().hex[:8]}"
+    limit = str(16 * MIB)
+    new = NewTopic(topic, 1, 1, config={"max.message.bytes": limit})
+    for future in direct.create_topics([new]).values():
+        future.result(30)
+    value = os.urandom(6 * MIB)  # over max_judged_request_bytes; Produce is not judged
+    producer = Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{BUDGETED_PORT}",
+            "message.max.bytes": 7 * MIB,
+            "log_level": 3,
+        }
+    )
+    delivered: list[Any] = []
+    producer.produce(topic, value, on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(60)
+    assert delivered == [None]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,  # read on the broker itself
+            "group.id": f"mem-{uuid.uuid4().hex[:8]}",
+            "fetch.max.bytes": 32 * MIB,
+            "max.partition.fetch.bytes": 32 * MIB,
+            "log_level": 3,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        assert hashlib.sha256(message.value()).digest() == hashlib.sha256(value).digest()
+    finally:
+        consumer.close()
