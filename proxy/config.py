@@ -461,7 +461,11 @@ class AdmissionConfig(_Section):
 class AdminConfig(_Section):
     """The operations HTTP listener: /metrics, /healthz, /readyz."""
 
-    bind_host: str = "0.0.0.0"
+    bind_host: str = Field(
+        default="127.0.0.1",
+        description="loopback: the listener needs no credentials; set 0.0.0.0 (or the pod "
+        "address) where probes and Prometheus must reach it",
+    )
     port: Port | None = Field(default=None, description="absent: no admin listener")
     readiness_max_age_s: float = Field(
         default=60.0, gt=0, description="/readyz needs a cluster-state read this recent"
