@@ -365,7 +365,7 @@ def bad_lines(good: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         ('"a string"', "malformed", "not a JSON object: string"),
         (without("schema"), "malformed", "missing field schema"),
         (changed(schema="2"), "malformed", "field schema: expected integer, got string"),
-        (changed(schema=3), "unknown_version", "schema version 3"),
+        (changed(schema=4), "unknown_version", "schema version 4"),
         (changed(schema=0), "unknown_version", "schema version 0"),
         (without("principal"), "malformed", "missing field principal"),
         (

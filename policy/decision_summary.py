@@ -17,7 +17,13 @@ from kafka_policy_proxy.policy.model import Decision, Mode
 
 # A message is the rule's own text, but may quote what the client sent: keep the head.
 MAX_MESSAGE_CHARS = 512
-_SEVERITY = (Outcome.DENIED, Outcome.AUDIT_WOULD_DENY, Outcome.ALLOWED)
+# The request's decision is its topics' worst: any refusal, then audit-would-deny, allowed.
+_PASSING = (Outcome.AUDIT_WOULD_DENY, Outcome.ALLOWED)
+_SEVERITY = (
+    Outcome.DENIED,
+    *(o for o in Outcome if o not in (Outcome.DENIED, *_PASSING)),
+    *_PASSING,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,17 @@ would have with the candidate policy, using the facts the event recorded
 - a topic request: facts the candidate needs that the event lacks (cluster-wide facts are
   never recorded) make the new decision `unknown`, with the facts named, unless the snapshot
   supplies them; the event's own topic state wins over the snapshot's, and a non-create whose
-  topic the snapshot lacks is denied by `cluster-state`, as the proxy denies it;
+  topic the snapshot lacks is `unknown-topic`, as the proxy answers it;
 - an admin API call: the candidate's `admin_apis`, which read no cluster facts;
 - a change of a config resource that is not a topic: the candidate's `broker_configs`
   (`BrokerConfigJudgement`); a new topic-config default it grants, of a key its topic rules
   check, is also checked against every topic that inherits it: no event records every topic,
   so it is `unknown` without a snapshot, and judged against the snapshot's topics with one;
 - a request refused before any judgement (sent before SASL authentication completed) stays
-  denied: no policy changes that.
+  denied: no policy changes that;
+- a summary record (a request of more topics than audit.max_records_per_request) recorded
+  only counts and a few topic names, not the topics' requests: it is `unknown`, "not
+  replayable" (NOT_REPLAYABLE), which the replay summary counts among its unknown reasons.
 
 A request that cannot be read or judged is an `error`, with the reason. Pure Python: the
 Spark job calls it on the executors, batch by batch (`pipeline.jobs.replay_evaluation`).
@@ -26,11 +29,15 @@ from __future__ import annotations
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
-from kafka_policy_proxy.policy.decision_log import Outcome, outcome, refusal_violation
-from kafka_policy_proxy.policy.decision_reader import Refusal, RequestReader
+from kafka_policy_proxy.policy.decision_log import (
+    Outcome,
+    is_unknown_topic,
+    outcome,
+    refusal_violation,
+)
+from kafka_policy_proxy.policy.decision_reader import Refusal, RequestReader, Summarised
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import (
-    CLUSTER_STATE_RULE,
     NO_FACTS,
     BrokerConfigJudgement,
     ClusterFacts,
@@ -47,6 +54,10 @@ ALL_TOPICS_NOT_RECORDED = (
     "needs cluster facts: every topic's state (a new topic-config default); pass --snapshot"
 )
 ALL_TOPICS_FROM_SNAPSHOT = "cluster facts from the snapshot: every topic's state"
+NOT_REPLAYABLE = (
+    "not replayable: a summary record (one request's many topics: only counts and a sample "
+    "were recorded)"
+)
 
 # The new decision, its violated rules, their messages, the enforce-mode ones, the reason.
 Row = tuple[str, list[str], list[str], list[str], str | None]
@@ -74,6 +85,8 @@ class Replayer:
                 violation = refusal_violation(request.api, request.sasl_state)
                 rules = [violation.rule]
                 return (_DENIED, rules, [violation.message], rules, "refused before any judgement")
+            if isinstance(request, Summarised):
+                return (UNKNOWN, _NONE, _NONE, _NONE, NOT_REPLAYABLE)
             if isinstance(request, AdminRequest):
                 # An admin API call needs no cluster facts: the candidate's admin_apis decide.
                 return _row(judge_admin(self.policy, request), None)
@@ -113,8 +126,7 @@ class Replayer:
         self, request: TopicRequest, needs: frozenset[Fact], decision: Decision
     ) -> str | None:
         """Which facts the snapshot supplied, if any."""
-        violations = decision.violations
-        if violations and violations[0].rule == CLUSTER_STATE_RULE:
+        if is_unknown_topic(decision):
             return "the topic is not in the snapshot"
         missing = missing_facts(request, needs) if needs else needs
         if not missing:

@@ -47,7 +47,8 @@ def report_facts(
         ),
         "would_deny": [r for r in tables["would_deny"] if r["would_deny"] > 0],
         "bad_lines": tables["bad_lines"],
-        "lines": line_summary(sum(by_decision.values()), tables["bad_lines"]),
+        # Good lines: a summary record is one line of many decisions.
+        "lines": line_summary(sum(r["records"] for r in totals), tables["bad_lines"]),
     }
 
 

@@ -20,6 +20,7 @@ from kafka_policy_proxy.policy.decision_log import (
     NOT_TOPIC_ACTIONS,
     READABLE_VERSIONS,
     RESOURCE_FIELDS,
+    SUMMARY_SCHEMA_VERSION,
     TRACE_FIELDS,
     ResourceType,
     json_schema,
@@ -38,6 +39,7 @@ _MAX_OFFSET = timedelta(hours=18)
 _V1_ABSENT = (*TRACE_FIELDS, *RESOURCE_FIELDS)
 _NOT_TOPIC_ACTIONS = frozenset(a.value for a in NOT_TOPIC_ACTIONS)
 _TOPIC = ResourceType.TOPIC.value
+_TOPICS = ResourceType.TOPICS.value  # a summary record: one request's many topics
 
 # orjson gives exactly these types.
 _JSON_TYPES = {
@@ -155,16 +157,22 @@ def _first(order: Iterable[str], names: Collection[str]) -> str:
 
 
 def _resource(event: Mapping[str, Any]) -> str | None:
-    # As the record's owner has it: a topic is named exactly by topic records, and admin_api
-    # and alter_broker_config are exactly the records of no topic. A v1 record is a topic's.
+    # As the record's owner has it: a topic is named exactly by topic records, admin_api and
+    # alter_broker_config are exactly the records of neither a topic nor a summary of topics,
+    # and schema 3 is exactly the summary's. A v1 record is a topic's.
     kind = event.get("resource_type") or _TOPIC
     is_topic = kind == _TOPIC
+    is_summary = kind == _TOPICS
     if is_topic and event["topic"] is None:
         return "field topic: null in a topic record"
     if not is_topic and event["topic"] is not None:
         return f"field topic: set in a record of resource type {kind}"
-    if is_topic == (event["action"] in _NOT_TOPIC_ACTIONS):
+    if (is_topic or is_summary) == (event["action"] in _NOT_TOPIC_ACTIONS):
         return f"action {event['action']} on resource type {kind}"
+    if is_summary != (event["schema"] == SUMMARY_SCHEMA_VERSION) or is_summary != (
+        event.get("summary") is not None
+    ):
+        return "field summary: exactly in schema 3 records, of resource type topics"
     return None
 
 
@@ -262,4 +270,5 @@ _SPECS = {
 _REQUIRED = {
     1: frozenset(_SCHEMA["required"]),
     2: frozenset((*_SCHEMA["required"], *_V1_ABSENT)),
+    3: frozenset((*_SCHEMA["required"], *_V1_ABSENT, "summary")),
 }

@@ -297,7 +297,9 @@ def read_lake(spark: SparkSession, lake: str, *, with_request: bool = True) -> A
 def _tables(spark: SparkSession, lake: str) -> DataFrame:
     # Only the two tables: anything else kept under the root is not read.
     tables = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
-    return spark.read.option("basePath", lake).parquet(*(t for t in tables if exists(spark, t)))
+    # Merged: batches ingested before a column was added (summary, schema 3) read it as null.
+    reader = spark.read.option("basePath", lake).option("mergeSchema", "true")
+    return reader.parquet(*(t for t in tables if exists(spark, t)))
 
 
 def _key(uri: str) -> tuple[str, str, str]:

@@ -149,7 +149,7 @@ def run_mixed_report(spark: SparkSession, root: Path) -> Run:
         json.dumps(denied),
         "not json",
         good[0][:-7],  # a line cut short
-        json.dumps(json.loads(good[1]) | {"schema": 3}),
+        json.dumps(json.loads(good[1]) | {"schema": 4}),
         json.dumps({k: v for k, v in json.loads(good[2]).items() if k != "principal"}),
         json.dumps({k: v for k, v in json.loads(good[3]).items() if k != "principal"}),
         # Records of no topic that break the record's own rules.

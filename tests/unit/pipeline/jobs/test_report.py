@@ -241,7 +241,7 @@ def test_malformed_lines_are_counted_by_file_and_reason(
     lines = mixed_report.summary["lines"]
     assert (lines["malformed"], lines["blank"], lines["unknown_version"]) == (10, 1, 1)
     assert lines["malformed_by_problem"] == expected
-    assert lines["unknown_versions"] == {"3": 1}
+    assert lines["unknown_versions"] == {"4": 1}
     assert list(lines["bad_by_file"].values()) == [12]
     assert lines["total"] == EVENTS + 12
     # Every good event is still counted, the ones next to the bad lines too.
