@@ -87,9 +87,10 @@ class AuditLog:
 
     def write(self, record: Mapping[str, Any]) -> Refused | None:
         """Write one complete record as a JSON line; a Refused if the file could not keep it."""
-        line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        text = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        line = text.encode()
         if self._stdout:
-            sys.stdout.buffer.write(line)
+            sys.stdout.write(text)  # whatever sys.stdout is now (a test may capture it)
             sys.stdout.flush()
             self._stdout_written.inc()
             self._stdout_bytes.inc(len(line))

@@ -98,3 +98,9 @@ async def test_a_failed_write_is_refused_and_a_closed_recorder_refuses_the_mutat
         await opened.confirmed(opened.record_admin(context(CREATE_ACLS, 3), "r", allowed)) is None
     )
     await full.close()
+
+
+def test_stdout_gets_each_record_as_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    sink = AuditLog(stdout=True)
+    assert sink.enabled and sink.write({"n": 1}) is None and sink.write({"n": 2}) is None
+    assert capsys.readouterr().out == '{"n":1}\n{"n":2}\n'
