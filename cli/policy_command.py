@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
-from kafka_policy_proxy.policy.decision_log import json_schema
+from kafka_policy_proxy.policy.decision_log import is_unknown_topic, json_schema
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import Verdict
 from kafka_policy_proxy.policy.loader import PolicyError, load_policy, policy_json_schema
@@ -168,10 +168,13 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
             print(json.dumps(_resource_record(resource), sort_keys=True), file=out)
         else:
             print("\n".join(_resource_lines(resource)), file=out)
-    denied = any(v.decision is not None and not v.decision.allowed for v in verdicts) or any(
-        not r.allowed for r in resources
-    )
+    # A missing topic is the broker's answer, not the policy's: it does not count as denied.
+    denied = any(_denied(v.decision) for v in verdicts) or any(not r.allowed for r in resources)
     return DENIED if denied else OK
+
+
+def _denied(decision: Decision | None) -> bool:
+    return decision is not None and not decision.allowed and not is_unknown_topic(decision)
 
 
 def _verdict_record(verdict: Verdict) -> dict[str, Any]:
@@ -188,6 +191,10 @@ def _verdict_lines(verdict: Verdict) -> list[str]:
         # The proxy judges nothing for it and answers UNKNOWN_TOPIC_ID itself.
         topic = verdict.request.name or verdict.request.topic_id
         return [f"{topic}: NOT JUDGED, answered UNKNOWN_TOPIC_ID ({verdict.reason})"]
+    if is_unknown_topic(verdict.decision):
+        # The proxy answers it as the broker would; no rule judged it.
+        topic, message = verdict.decision.topic, verdict.decision.message
+        return [f"{topic}: UNKNOWN TOPIC, answered UNKNOWN_TOPIC_OR_PARTITION ({message})"]
     lines = _decision_lines(verdict.decision.topic, verdict.decision)
     for override in verdict.decision.overrides:
         shown = "(not set)" if override.before is None else override.before

@@ -11,8 +11,10 @@ This is the only place that knows:
 - which facts a batch needs (the union of every topic's needs, plus the topic state of a
   delete by topic id, which is needed to learn the name);
 - that an id naming no known topic is not decided here (the caller answers it);
-- that a non-create whose current state the rules need, but the facts lack, is denied under
-  the `cluster-state` rule (judging without it could let a change through);
+- that a non-create whose current state the rules need, but the facts show missing, is not
+  judged by the rules: the topic does not exist, and it is answered as the broker would
+  (UNKNOWN_TOPIC_OR_PARTITION), recorded with the `unknown-topic` outcome, never as a policy
+  violation (judging without its state could let a change through);
 - that facts which cannot be read deny every topic (fail closed);
 - that facts an offline source never recorded leave the topic undecided, with the reason;
 - that the creates of one batch see each other's names (`policy.batch`: name collisions);
@@ -40,6 +42,7 @@ from kafka_policy_proxy.policy.broker_configs import (
 from kafka_policy_proxy.policy.broker_configs import decide as decide_broker_config
 from kafka_policy_proxy.policy.builders import resolve
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import UNKNOWN_TOPIC_RULE
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
 
@@ -145,11 +148,7 @@ class Judgement:
                 and resolved.action is not Action.CREATE
                 and Fact.TOPIC_STATE in (policy.needs(resolved) if wanted else needed)
             ):
-                message = (
-                    f"[{CLUSTER_STATE_RULE}] topic {resolved.name!r} is not in the cluster "
-                    "metadata the proxy read; denied because the policy needs its current state"
-                )
-                verdicts.append(_denied(resolved, message))
+                verdicts.append(_unknown_topic(resolved))
             else:
                 rewritten, overrides = policy.override(resolved)
                 decision = policy.evaluate(rewritten, judged)
@@ -271,6 +270,15 @@ class ClusterFacts:
         return Facts(self.cluster, query.facts) if query.facts else NO_FACTS
 
 
-def _denied(request: TopicRequest, message: str) -> Verdict:
-    violation = Violation(CLUSTER_STATE_RULE, message, Mode.ENFORCE)
+def _denied(request: TopicRequest, message: str, rule: str = CLUSTER_STATE_RULE) -> Verdict:
+    violation = Violation(rule, message, Mode.ENFORCE)
     return Verdict(request, Decision(request.name, request.action, False, (violation,)))
+
+
+def _unknown_topic(request: TopicRequest) -> Verdict:
+    """A change to a topic the facts show missing: the broker's own answer, not a rule's."""
+    message = (
+        f"[{UNKNOWN_TOPIC_RULE}] topic {request.name!r} does not exist "
+        "(not in the cluster metadata the proxy read)"
+    )
+    return _denied(request, message, UNKNOWN_TOPIC_RULE)

@@ -5,11 +5,13 @@ the cluster default, loggers, groups, client metrics) are judged here too, by th
 `broker_configs` rules; a resource type the proxy does not know is answered INVALID_REQUEST.
 
 Denied topics get synthetic results; so do topic ids the proxy cannot resolve (answered
-UNKNOWN_TOPIC_ID, as a broker answers an id it does not know). The allowed ones go on as a
-reduced request (with what the policy's override actions changed rewritten into it), and the
-broker's response is merged with the synthetic results in the original order. What the
-broker then changed is updated in the cluster-state cache where the request determines the
-outcome (a config set; proxy/filters/changed_state.py), and dropped from it otherwise.
+UNKNOWN_TOPIC_ID, as a broker answers an id it does not know), and names the facts show
+missing where the policy needs their state (UNKNOWN_TOPIC_OR_PARTITION, as a broker answers).
+The allowed ones go on as a reduced request (with what the policy's override actions changed
+rewritten into it), and the broker's response is merged with the synthetic results in the
+original order. What the broker then changed is updated in the cluster-state cache where the
+request determines the outcome (a config set; proxy/filters/changed_state.py), and dropped
+from it otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kafka_policy_proxy.codec.guarded import (
 from kafka_policy_proxy.codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
+from kafka_policy_proxy.policy.decision_log import is_unknown_topic
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.model import Override, TopicState
 from kafka_policy_proxy.policy.overrides import PARTITIONS
@@ -115,7 +118,13 @@ class TopicPolicyFilter(Filter):
                 denied[item.index] = Denial(reason, ErrorCode.unknown_topic_id)
             elif not verdict.decision.allowed:
                 name = verdict.request.name or None
-                denied[item.index] = Denial(verdict.decision.message, name=name)
+                # A topic the facts show missing gets the broker's own answer.
+                code = (
+                    ErrorCode.unknown_topic_or_partition
+                    if is_unknown_topic(verdict.decision)
+                    else None
+                )
+                denied[item.index] = Denial(verdict.decision.message, code, name=name)
         unaudited = None if validate_only else await self._recorder.confirmed(written)
         if unaudited is not None:
             # audit.on_failure: closed: nothing changes that the audit topic has not recorded.

@@ -141,10 +141,11 @@ def _eval(
     return run(capsys, "eval", str(EXAMPLES / "policy.yaml"), "--request", str(path), *options)
 
 
-def test_eval_denies_an_incremental_alter_of_a_topic_missing_from_the_cluster(
+def test_eval_answers_an_incremental_alter_of_a_topic_missing_from_the_cluster_as_the_broker(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    # The proxy denies it under cluster-state: the policy needs the topic's current state.
+    # The proxy answers UNKNOWN_TOPIC_OR_PARTITION, as the broker would: the policy needs the
+    # topic's current state, and there is none. Not a policy denial, so exit 0.
     # `policy eval` used to allow it, judging without that state.
     request = (
         "operation: incremental_alter_configs\nprincipal: User:alice\n"
@@ -152,8 +153,14 @@ def test_eval_denies_an_incremental_alter_of_a_topic_missing_from_the_cluster(
     )
     cluster = ("--cluster", str(EXAMPLES / "requests/cluster.yaml"))
     code, out, _ = _eval(capsys, tmp_path, request, *cluster)
-    assert code == 1
-    assert out.startswith("orders.v9: DENIED\n  [cluster-state] topic 'orders.v9' is not in")
+    assert code == 0
+    assert out == (
+        "orders.v9: UNKNOWN TOPIC, answered UNKNOWN_TOPIC_OR_PARTITION ([unknown-topic] topic "
+        "'orders.v9' does not exist (not in the cluster metadata the proxy read))\n"
+    )
+    code, out, _ = _eval(capsys, tmp_path, request, *cluster, "--json")
+    (record,) = [json.loads(line) for line in out.splitlines()]
+    assert record["decision"]["violations"][0]["rule"] == "unknown-topic"
     # The same change to a topic the cluster has is judged by the rules, and allowed.
     code, out, _ = _eval(capsys, tmp_path, request.replace("orders.v9", "orders.v1"), *cluster)
     assert (code, out) == (0, "orders.v1: ALLOWED\n")

@@ -20,7 +20,7 @@ from kafka_policy_proxy.pipeline.jobs.replayer import (
     Replayer,
 )
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
-from kafka_policy_proxy.policy.judge import CLUSTER_STATE_RULE
+from kafka_policy_proxy.policy.decision_log import UNKNOWN_TOPIC_RULE as UNKNOWN
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.policy.model import Fact, TopicRequest
 from kafka_policy_proxy.policy.offline.recorded_facts import defaults_folded, missing_facts
@@ -78,7 +78,7 @@ def test_with_a_snapshot_the_events_topic_state_wins(events: list[dict[str, Any]
     assert Replayer(policy, later).replay(json.dumps(one_more))[:2] == ("denied", ["budget"])
 
 
-def test_a_topic_state_the_snapshot_lacks_is_denied_as_the_proxy_denies_it(
+def test_a_topic_the_snapshot_lacks_is_unknown_as_the_proxy_answers_it(
     events: list[dict[str, Any]],
 ) -> None:
     policy = load_policy(
@@ -94,8 +94,8 @@ def test_a_topic_state_the_snapshot_lacks_is_denied_as_the_proxy_denies_it(
         "needs cluster facts: topic_state; pass --snapshot",
     )
     decision, rules, messages, denying, reason = Replayer(policy, InMemoryCluster()).replay(text)
-    assert (decision, rules, denying) == ("denied", [CLUSTER_STATE_RULE], [CLUSTER_STATE_RULE])
-    assert "is not in the cluster metadata the proxy read" in messages[0]
+    assert (decision, rules, denying) == ("unknown-topic", [UNKNOWN], [UNKNOWN])
+    assert f"topic {request['topic']!r} does not exist" in messages[0]
     assert reason == "the topic is not in the snapshot"
     decision, rules, *_ = Replayer(policy, example_cluster()).replay(text)
     grew = request["requested"]["partitions"] - request["current"]["partitions"]

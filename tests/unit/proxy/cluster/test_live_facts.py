@@ -9,6 +9,7 @@ from kafka_policy_proxy.policy.builders import (
     incremental_alter_configs_request,
 )
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import is_unknown_topic
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.policy.model import ConfigMap, Fact, Principal, TopicState
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
@@ -77,13 +78,14 @@ async def test_unreadable_cluster_state_denies_every_topic() -> None:
     assert "refused" in verdict.decision.message
 
 
-async def test_missing_current_state_denies_when_rules_need_it() -> None:
+async def test_missing_current_state_is_an_unknown_topic_when_rules_need_it() -> None:
     request = incremental_alter_configs_request(
         "orders.v1", [("cleanup.policy", "SET", "compact")], principal=ALICE
     )
     [verdict] = await live(FakeReader(InMemoryCluster())).judge(POLICY, [request])
     assert verdict.decision is not None and not verdict.decision.allowed
-    assert "not in the cluster metadata" in verdict.decision.message
+    assert is_unknown_topic(verdict.decision)
+    assert "topic 'orders.v1' does not exist" in verdict.decision.message
 
 
 async def test_known_current_state_is_judged_by_the_rules() -> None:
