@@ -47,6 +47,9 @@ from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
 
 CLUSTER_STATE_RULE = "cluster-state"
+# A reason is repeated in every topic's answer and record: bounded, so that an answer stays in
+# proportion to its request whatever a failed read's reason lists.
+MAX_REASON_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +165,7 @@ class Judgement:
     def unavailable(self, reason: str) -> list[Verdict]:
         """The facts could not be read: deny every topic, saying why (fail closed)."""
         message = (
-            f"[{CLUSTER_STATE_RULE}] the proxy cannot read the cluster state ({reason}); "
+            f"[{CLUSTER_STATE_RULE}] the proxy cannot read the cluster state ({bounded(reason)}); "
             "denied because the policy cannot be checked"
         )
         return [_denied(request, message) for request in self._requests]
@@ -222,7 +225,7 @@ class BrokerConfigJudgement:
     def unavailable(self, reason: str) -> list[BrokerConfigDecision]:
         """The topics could not be read: deny the resources that needed them (fail closed)."""
         message = (
-            f"[{CLUSTER_STATE_RULE}] the proxy cannot read the cluster state ({reason}); "
+            f"[{CLUSTER_STATE_RULE}] the proxy cannot read the cluster state ({bounded(reason)}); "
             "denied because the new topic-config default cannot be checked against the topics"
         )
         decisions = self.decide(NO_FACTS)
@@ -268,6 +271,13 @@ class ClusterFacts:
     def read(self, query: FactQuery) -> Facts:
         """The cluster, with the queried facts to fold in."""
         return Facts(self.cluster, query.facts) if query.facts else NO_FACTS
+
+
+def bounded(reason: str) -> str:
+    """The reason, cut to MAX_REASON_CHARS characters with a count of what was left out."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return f"{reason[:MAX_REASON_CHARS]}... ({len(reason) - MAX_REASON_CHARS} more characters)"
 
 
 def _denied(request: TopicRequest, message: str, rule: str = CLUSTER_STATE_RULE) -> Verdict:
