@@ -1,4 +1,5 @@
-"""Attack: delete a topic by id, then make the broker auto-create it again with its defaults.
+"""Attacks on the proxies' caches. First: delete a topic by id, then make the broker
+auto-create it again with its defaults.
 
 The topics are named so that the create rules deny them (the naming rule), and created on the
 cluster directly. Once the proxy has cached them as existing, they are deleted by id through
@@ -28,6 +29,19 @@ from tests.security.raw import (
     delete_by_id_request,
     fence,
     wait_until,
+)
+from tests.security.stale_cache_support import (
+    Brokers,
+    connections_to_distinct_workers,
+    create_partitions,
+    create_topic,
+    delete_topic,
+    incremental_alter,
+    legacy_alter,
+    start_proxy,
+    stop,
+    unique,
+    validate_only_alter,
 )
 
 pytestmark = pytest.mark.integration
@@ -156,3 +170,99 @@ def test_a_delete_racing_auto_creation_never_lets_the_topic_back(
             asker.close()
         assert not thread.is_alive()
     assert recreated(kafka, names) == set()
+
+
+# -- Proxies do not share what they learnt (issue 31): a fact one proxy changed is not taken
+# from another's cache. Each race changes a topic through proxy A, with proxy B's cache holding
+# the topic as it was (B read it just before), then sends B the mutation that the old state
+# would allow and the new state denies; the outcome is read on the brokers. A and B are two
+# workers of one proxy (`--workers 2` and 4) or two proxy processes on different ports.
+
+POLICY_VIOLATION = 44
+
+
+@pytest.fixture(scope="module")
+def topologies(
+    kafka: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, list[WireClient]]]:
+    """Connections to distinct proxies: two and four workers, and two processes."""
+    base = tmp_path_factory.mktemp("stale-races")
+    probe = unique("probe")
+    brokers = Brokers(kafka)
+    brokers.create(probe, 1, min_insync_replicas="2")
+    processes: list[ProxyProcess] = []
+    connections: dict[str, list[WireClient]] = {}
+    try:
+        for workers in (2, 4):
+            workdir = base / f"workers-{workers}"
+            processes.append(start_proxy(kafka, workdir, workers))
+            connections[f"{workers} workers"] = connections_to_distinct_workers(
+                processes[-1], workdir, probe, workers
+            )
+        processes += [start_proxy(kafka, base / f"instance-{i}") for i in (1, 2)]
+        connections["2 instances"] = [client(p.bootstrap) for p in processes[-2:]]
+        yield connections
+    finally:
+        for wires in connections.values():
+            for wire in wires:
+                wire.close()
+        stop(processes)
+
+
+def races(connections: list[WireClient]) -> list[tuple[WireClient, WireClient]]:
+    """Each proxy changes, the next one is attacked (both ways for two)."""
+    return [(a, connections[(i + 1) % len(connections)]) for i, a in enumerate(connections)]
+
+
+TOPOLOGIES = ["2 workers", "4 workers", "2 instances"]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_a_config_set_through_one_proxy_is_not_reset_through_another(
+    kafka: Any, topologies: dict[str, list[WireClient]], topology: str
+) -> None:
+    brokers = Brokers(kafka)
+    for a, b in races(topologies[topology]):
+        topic = unique("stale.isr")
+        brokers.create(topic, 1, min_insync_replicas="1")
+        assert validate_only_alter(a, topic) == validate_only_alter(b, topic) == 0
+        assert incremental_alter(a, topic, ("min.insync.replicas", 0, "2")) == 0
+        # A full replacement that leaves the key out puts it back to the default, 1.
+        assert legacy_alter(b, topic, retention_ms="3600000") == POLICY_VIOLATION
+        assert brokers.settled().config(topic, "min.insync.replicas") == "2"
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_a_topic_re_created_smaller_through_one_proxy_cannot_grow_past_the_bound_through_another(
+    kafka: Any, topologies: dict[str, list[WireClient]], topology: str
+) -> None:
+    brokers = Brokers(kafka)
+    for a, b in races(topologies[topology]):
+        topic = unique("stale.parts")
+        brokers.create(topic, 5)
+        assert validate_only_alter(a, topic) == validate_only_alter(b, topic) == 0
+        assert delete_topic(a, topic) == 0
+        assert wait_until(lambda a=a, t=topic: create_topic(a, t, 1, min_insync_replicas="2") == 0)
+        # 1 -> 5 adds four partitions; B's old state (5) would make it none.
+        assert create_partitions(b, topic, 5) == POLICY_VIOLATION
+        assert brokers.settled().partitions(topic) == 1
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_a_topic_re_created_through_one_proxy_keeps_its_immutable_config_through_another(
+    kafka: Any, topologies: dict[str, list[WireClient]], topology: str
+) -> None:
+    brokers = Brokers(kafka)
+    for a, b in races(topologies[topology]):
+        topic = unique("stale.exists")
+        brokers.create(topic, 1, cleanup_policy="compact", min_insync_replicas="2")
+        assert validate_only_alter(a, topic) == validate_only_alter(b, topic) == 0
+        assert delete_topic(a, topic) == 0
+        assert wait_until(
+            lambda a=a, t=topic: (
+                create_topic(a, t, 1, cleanup_policy="delete", min_insync_replicas="2") == 0
+            )
+        )
+        # The topic B saw was compacted; the one that exists now is not, and may not become so.
+        assert incremental_alter(b, topic, ("cleanup.policy", 0, "compact")) == POLICY_VIOLATION
+        assert brokers.settled().config(topic, "cleanup.policy") == "delete"
