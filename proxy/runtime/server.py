@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.proxy.audit.budget import AuditBudget
 from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
 from kafka_policy_proxy.proxy.audit.kafka_sink import KafkaAuditSink
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
@@ -101,7 +102,12 @@ class ProxyServer:
             proxy_id += f"/worker-{worker}"
         sinks: list[AuditSink] = [
             AuditLog(
-                audit_file, stdout=audit.stdout, max_bytes=audit.max_bytes, backups=audit.backups
+                audit_file,
+                stdout=audit.stdout,
+                max_bytes=audit.max_bytes,
+                backups=audit.backups,
+                min_retention_s=audit.min_retention_s,
+                max_total_bytes=audit.max_total_bytes,
             )
         ]
         if audit.kafka is not None:
@@ -111,6 +117,11 @@ class ProxyServer:
             proxy_id=proxy_id,
             cluster_id=lambda: self.discovery.cluster_id,
             closed=audit.on_failure == "closed",
+            max_records_per_request=audit.max_records_per_request,
+            sample_size=audit.summary_sample,
+            budget=AuditBudget(
+                audit.principal_budget_bytes_per_minute, max_principals=audit.budget_principals
+            ),
         )
         self._chain = proxy_chain(
             listeners=self,
@@ -121,6 +132,7 @@ class ProxyServer:
             recorder=self._recorder,
             legacy_error_code=config.policy.legacy_error_code,
             admission=config.admission,
+            audit_budget=self._recorder.budget,
         )
 
     @property
