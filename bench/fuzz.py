@@ -2,6 +2,7 @@
 
 Usage: python -m bench.fuzz [--cases N] [--concurrency C] [--batch K] [--seed S]
        python -m bench.fuzz --replay fuzz-hangs/hangs-0.bin ...  (one saved batch at a time)
+       python -m bench.fuzz --shapes [--shape-connections N] [--shape-frame-mib M]
 Starts its own cluster (ports 25092+) and proxy (25400+; node N on 25500 + N) with a policy
 that denies every topic mutation (admin APIs are denied by default). Each connection carries a
 batch of cases and then a sentinel Metadata request: the batch is over when the sentinel is
@@ -10,6 +11,11 @@ closed it go again on a new connection. Counted: proxy crashes (process exit), h
 an answer nor a close within --timeout; the batch is saved), and mutations that reached the
 broker (read directly before and after: topics, partition counts, topic and broker configs,
 ACLs). The proxy's RSS is sampled throughout. Not run in CI.
+
+`--shapes` instead sends the fixed hostile shapes of bench/fuzz_shapes.py (issue 31: N
+connections stalled in large frames; DeleteTopics v5 of 1,048,576 empty names; CreateTopics of
+100,000 topics; DeleteTopics v6 of 2,000 random ids) to a proxy with the default limits
+(frames up to 100 MiB), beside a canary, and reports how each was dealt with.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from bench.fuzz_shapes import run_shapes
 from harness.local_kafka import LocalKafka
 from harness.messages import metadata_request
 from harness.proxy_process import ProxyProcess
@@ -368,6 +375,10 @@ def main() -> None:
     parser.add_argument(
         "--replay", type=Path, nargs="+", help="send these saved batches alone instead of fuzzing"
     )
+    parser.add_argument("--shapes", action="store_true", help="the hostile shapes, not fuzzing")
+    parser.add_argument("--shape-connections", type=int, default=200)
+    parser.add_argument("--shape-frame-mib", type=int, default=50)
+    parser.add_argument("--shape-timeout", type=float, default=120.0)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kpp-fuzz-"))
     kafka = LocalKafka(work / "cluster", brokers=args.brokers, port_base=CLUSTER_PORT_BASE)
@@ -383,20 +394,30 @@ def main() -> None:
         policy = work / "deny-all.yaml"
         policy.write_text(DENY_ALL)
 
+        # The shapes run against the default limits: they are what a deployment has.
+        limits = (
+            {} if args.shapes else {"max_frame_bytes": MAX_FRAME, "max_buffered_bytes": 64 << 20}
+        )
+
         def start_proxy() -> ProxyProcess:
             return ProxyProcess(
                 work,
                 kafka.bootstrap_servers,
                 PROXY_PORT,
                 NODE_PORT_BASE,
-                extra={
-                    "policy": {"file": str(policy), "watch": False},
-                    "limits": {"max_frame_bytes": MAX_FRAME, "max_buffered_bytes": 64 << 20},
-                },
+                extra={"policy": {"file": str(policy), "watch": False}, "limits": limits},
             )
 
         proxies = [start_proxy()]
         proxy = proxies[0]
+        if args.shapes:
+            sentinel = Fuzzer(iter(()), [], 0).sentinel
+            results = asyncio.run(
+                run_shapes(PROXY_PORT, lambda: proxies[-1].process.pid, sentinel, args)
+            )
+            for line in results:
+                print(json.dumps(line))
+            return
         if args.replay:
             for _ in range(3):
                 for line in asyncio.run(replay(args.replay, args.timeout)):
