@@ -8,6 +8,10 @@ its size. This filter runs before the topic policy filter and reads the counts f
 included) up to 10 times that. A request over a bound, but within 4 times it, is decoded (a
 bounded cost) and every entry is answered INVALID_REQUEST, naming the limit; beyond 4 times,
 no answer fits in proportion, so the connection is closed. Neither is ever forwarded.
+
+The cluster mutation APIs whose denial answers every entry (ACLs, log dirs, leader elections,
+quotas, SCRAM credentials, features: `codec/admin_denials.py`) are bounded alike, before the
+admin API filter would decode them to answer a denial.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import structlog
 from kio.schema.errors import ErrorCode
 
+from kafka_policy_proxy.codec.admin_denials import denial_response
 from kafka_policy_proxy.codec.entry_counts import top_level_count
 from kafka_policy_proxy.codec.errors import api_name
 from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS, Denial, guarded_api
@@ -37,12 +42,15 @@ LIMIT_KEY = "limits.max_entries_per_request"
 ELEMENTS_PER_ENTRY = 10
 # Over this many times a bound, even an all-denied answer costs too much: the connection closes.
 ANSWERABLE_FACTOR = 4
+# CreateAcls, DeleteAcls, AlterReplicaLogDirs, ElectLeaders, AlterClientQuotas,
+# AlterUserScramCredentials, UpdateFeatures: an array of entries after fixed-size fields only.
+BOUNDED_ADMIN_KEYS = frozenset({30, 31, 34, 43, 49, 51, 57})
 
 
 class RequestBoundsFilter(Filter):
     """Answers or closes a guarded request with too many entries; forwards the rest as bytes."""
 
-    api_keys = GUARDED_API_KEYS
+    api_keys = GUARDED_API_KEYS | BOUNDED_ADMIN_KEYS
 
     def __init__(self, max_entries: int) -> None:
         self._max_entries = max_entries
@@ -77,15 +85,23 @@ class RequestBoundsFilter(Filter):
 
     def _answer(self, ctx: RequestContext, offset: int, reason: str) -> Answer:
         """Every entry refused, in an answer the size of the request (which is bounded)."""
+        message = f"request too large: {reason}"
         api = guarded_api(ctx.api_key)
-        assert api is not None
-        request = api.decode_request(ctx.api_version, ctx.frame[offset:])
-        denial = Denial(f"request too large: {reason}", ErrorCode.invalid_request)
-        plan = api.split(request, dict.fromkeys(range(len(api.entries(request))), denial))
+        if api is None:
+            body = denial_response(
+                ctx.api_key, ctx.api_version, ctx.frame[offset:], message, ErrorCode.invalid_request
+            )
+            assert body is not None  # every BOUNDED_ADMIN_KEYS API has a denial builder
+        else:
+            request = api.decode_request(ctx.api_version, ctx.frame[offset:])
+            denial = Denial(message, ErrorCode.invalid_request)
+            body = api.merge(
+                api.split(request, dict.fromkeys(range(len(api.entries(request))), denial)), None
+            )
         name = api_name(ctx.api_key)
         log.warning("oversized request refused", conn=ctx.connection_id, api=name, reason=reason)
         OVERSIZED_REQUESTS.labels(api=name, result="answered").inc()
-        return Answer(api.merge(plan, None))
+        return Answer(body)
 
     def _close(self, ctx: RequestContext, found: str, bound: str) -> Close:
         name = api_name(ctx.api_key)

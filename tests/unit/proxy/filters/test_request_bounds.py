@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,25 @@ import pytest
 
 from harness.messages import build
 from kafka_policy_proxy.codec import prescan
+from kafka_policy_proxy.codec.admin_denials import ANSWERABLE
+from kafka_policy_proxy.codec.entry_counts import top_level_count
+from kafka_policy_proxy.codec.errors import CodecError
 from kafka_policy_proxy.codec.framing import framed
 from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS, guarded_api
 from kafka_policy_proxy.codec.header import request_header
-from kafka_policy_proxy.codec.registry import decode_exact, request_class, response_class
+from kafka_policy_proxy.codec.registry import (
+    decode_exact,
+    known_versions,
+    request_class,
+    response_class,
+)
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.proxy.filters.api import Answer, Close, Forward
 from kafka_policy_proxy.proxy.filters.assembly import proxy_chain
-from kafka_policy_proxy.proxy.filters.request_bounds import RequestBoundsFilter
+from kafka_policy_proxy.proxy.filters.request_bounds import (
+    BOUNDED_ADMIN_KEYS,
+    RequestBoundsFilter,
+)
 from tests.unit.codec.guarded_cases import CASES
 from tests.unit.proxy.contexts import context, context_of, settle
 from tests.unit.proxy.enforcement_fakes import FakeReader, Records, live_facts
@@ -178,3 +190,62 @@ class _NoListeners:
 
     def ready(self, nodes: dict[int, tuple[str, int]]) -> bool:
         return True
+
+
+ADMIN_VERSIONS = [
+    (key, version)
+    for key in sorted(BOUNDED_ADMIN_KEYS)
+    for version in range(known_versions(key)[0], known_versions(key)[1] + 1)  # type: ignore[index]
+]
+
+
+@pytest.mark.parametrize(("key", "version"), ADMIN_VERSIONS)
+def test_every_bounded_admin_api_has_a_countable_array_and_a_denial(key: int, version: int) -> None:
+    with contextlib.suppress(CodecError):  # a null count: read, not refused as unreadable
+        top_level_count(request_class(key, version), b"\x00" * 16)
+    assert key in ANSWERABLE
+
+
+def _create_acls(version: int, count: int) -> Any:
+    m = importlib.import_module(request_class(30, version).__module__)
+    creation = build(
+        m.AclCreation,
+        resource_type=2,
+        resource_name="t",
+        resource_pattern_type=3,
+        principal="User:x",
+        host="*",
+        operation=2,
+        permission_type=3,
+    )
+    return build(m.CreateAclsRequest, creations=(creation,) * count)
+
+
+@pytest.mark.parametrize("version", [v for k, v in ADMIN_VERSIONS if k == 30])
+def test_an_admin_request_over_the_bound_is_answered_then_closed(version: int) -> None:
+    bounds = RequestBoundsFilter(5)
+    assert bounds.on_request(context(30, version, _create_acls(version, 5))) == Forward()
+    verdict = bounds.on_request(context(30, version, _create_acls(version, 12)))
+    assert isinstance(verdict, Answer)
+    answer = decode_exact(response_class(30, version), verdict.body)
+    assert [int(r.error_code) for r in answer.results] == [INVALID_REQUEST] * 12
+    assert answer.results[0].error_message == (
+        "request too large: 12 entries; limits.max_entries_per_request is 5"
+    )
+    assert isinstance(bounds.on_request(context(30, version, _create_acls(version, 21))), Close)
+
+
+@pytest.mark.parametrize("version", [v for k, v in ADMIN_VERSIONS if k == 43])
+def test_elect_leaders_counts_its_topics_after_the_election_type(version: int) -> None:
+    m = importlib.import_module(request_class(43, version).__module__)
+    topics = tuple(build(m.TopicPartitions, topic=f"t{i}", partitions=(0,)) for i in range(8))
+    request = build(m.ElectLeadersRequest, election_type=0, topic_partitions=topics, timeout=1000)
+    verdict = RequestBoundsFilter(5).on_request(context(43, version, request))
+    assert isinstance(verdict, Answer)
+    answer = decode_exact(response_class(43, version), verdict.body)
+    results = answer.replica_election_results
+    assert [r.topic for r in results] == [f"t{i}" for i in range(8)]
+    assert {int(p.error_code) for r in results for p in r.partition_result} == {INVALID_REQUEST}
+    # Null: every partition. Nothing to count, so nothing refused.
+    every = build(m.ElectLeadersRequest, election_type=0, topic_partitions=None, timeout=1000)
+    assert RequestBoundsFilter(5).on_request(context(43, version, every)) == Forward()
