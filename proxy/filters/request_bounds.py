@@ -48,7 +48,7 @@ BOUNDED_ADMIN_KEYS = frozenset({30, 31, 34, 43, 49, 51, 57})
 
 
 class RequestBoundsFilter(Filter):
-    """Answers or closes a guarded request with too many entries; forwards the rest as bytes."""
+    """Answers or closes a request with too many entries; forwards the rest untouched."""
 
     api_keys = GUARDED_API_KEYS | BOUNDED_ADMIN_KEYS
 
