@@ -76,7 +76,9 @@ class StreamsTopologyFilter(Filter):
     ) -> Verdict:
         names = {t.name for t in topics} | {s for t in topics for s in t.source_topics}
         try:
-            facts = await self._facts.read(FactQuery(frozenset({Fact.TOPIC_STATE}), names))
+            facts = await self._facts.read(
+                FactQuery(frozenset({Fact.TOPIC_STATE}), frozenset(names))
+            )
         except ClusterStateUnavailable as exc:
             log.warning("streams topology refused: cluster state unavailable", detail=str(exc))
             return _retry(f"[cluster-state] {exc}")

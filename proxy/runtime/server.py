@@ -30,7 +30,11 @@ from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
 from kafka_policy_proxy.proxy.runtime.policy_source import PolicySource
 from kafka_policy_proxy.proxy.runtime.workers import last_good_policy
 from kafka_policy_proxy.proxy.tls.broker_side import client_context
-from kafka_policy_proxy.proxy.tls.client_side import CertificatePrincipals, server_context
+from kafka_policy_proxy.proxy.tls.client_side import (
+    CertificatePrincipals,
+    server_context,
+    tls_listener,
+)
 
 log = structlog.get_logger("proxy.runtime.server")
 
@@ -232,11 +236,11 @@ class ProxyServer:
             )
 
         # Workers share each port (SO_REUSEPORT); the kernel spreads new connections over them.
+        # TLS in front of each connection by our layer, which sends a refused handshake's alert.
         server = await loop.create_server(
-            factory,
+            factory if self._ssl is None else tls_listener(factory, self._ssl),
             self._config.listeners.bind_host,
             port,
-            ssl=self._ssl,
             reuse_port=self._worker is not None,
         )
         advertised = f"{self._config.listeners.advertised_host}:{port}"

@@ -1,12 +1,25 @@
-"""TLS on the client side: the server context, and the principal a client certificate names."""
+"""TLS on the client side: the server context, the TLS layer of each client connection, and
+the principal a client certificate names.
+
+The loops' own TLS layers (asyncio's and uvloop's) close the socket as soon as a handshake
+fails, before the alert OpenSSL has just written is sent: a client without the certificate
+`client_auth: required` asks for saw the connection end, not `certificate_required` or
+`bad_certificate`, and Kafka's Java client retried forever. So each listener terminates TLS in
+asyncio's TLS protocol, which here sends the alert first and logs the failure with the client's
+address.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import Sequence
+from asyncio.sslproto import SSLProtocol
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+
+import structlog
 
 from kafka_policy_proxy.proxy.config import ConfigError, TlsConfig
 from kafka_policy_proxy.proxy.identity.tls import (
@@ -14,6 +27,8 @@ from kafka_policy_proxy.proxy.identity.tls import (
     parse_mapping_rules,
     subject_dn,
 )
+
+log = structlog.get_logger("proxy.tls")
 
 _VERIFY_MODES = {
     "none": ssl.CERT_NONE,
@@ -112,3 +127,42 @@ class CertificatePrincipals:
                 f"client certificate {dn!r}: no principal mapping rule applies "
                 "(end listeners.tls.principal_mapping_rules with DEFAULT to use the whole DN)"
             ) from exc
+
+
+class _ClientTls(SSLProtocol):
+    """asyncio's server-side TLS layer, sending the alert of a failed handshake and logging it."""
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        transport = self._transport
+        if handshake_exc is not None and transport is not None:
+            peer = transport.get_extra_info("peername")
+            client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            if isinstance(handshake_exc, ssl.SSLError):
+                log.warning(
+                    "client TLS handshake refused", client=client, reason=_why(handshake_exc)
+                )
+            else:  # the client went away first (a plain-TCP probe, a timeout)
+                log.info(
+                    "client TLS handshake not completed", client=client, reason=str(handshake_exc)
+                )
+            with contextlib.suppress(Exception):
+                # The alert, before the stock code closes the socket (3.11+; not in typeshed).
+                self._process_outgoing()  # type: ignore[attr-defined]
+        super()._on_handshake_complete(handshake_exc)
+
+
+def _why(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason, with the verification message where there is one."""
+    detail = getattr(exc, "verify_message", None)
+    reason = exc.reason or str(exc)
+    return f"{reason}: {detail}" if detail else reason
+
+
+def tls_listener(
+    factory: Callable[[], asyncio.BaseProtocol], context: ssl.SSLContext
+) -> Callable[[], Any]:
+    """The listener's protocol factory with TLS terminated in front of each connection: give
+    it to `loop.create_server` without `ssl=`."""
+    loop = asyncio.get_running_loop()
+    # No waiter: nothing awaits the handshake; the app protocol hears of it (connection_made).
+    return lambda: _ClientTls(loop, factory(), context, None, server_side=True)  # type: ignore[arg-type]

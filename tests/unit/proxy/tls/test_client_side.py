@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from structlog.testing import capture_logs
 
 from kafka_policy_proxy.proxy.config import ConfigError, TlsConfig, load_config
 from kafka_policy_proxy.proxy.identity.tls import MappingRuleError
@@ -20,6 +21,7 @@ from kafka_policy_proxy.proxy.tls.client_side import (
     CertificatePrincipals,
     TlsError,
     server_context,
+    tls_listener,
 )
 from tests.unit.proxy.tls_certs import TlsCerts, tls_certs_fixture  # noqa: F401
 
@@ -71,9 +73,9 @@ async def tls_server(tls: TlsConfig) -> AsyncIterator[Served]:
     principals = CertificatePrincipals(tls.principal_mapping_rules)
     served = Served(0)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: _WhoAmI(principals, served), "127.0.0.1", 0, ssl=server_context(tls)
-    )
+    # As the proxy's listeners do.
+    factory = tls_listener(lambda: _WhoAmI(principals, served), server_context(tls))
+    server = await loop.create_server(factory, "127.0.0.1", 0)
     served.port = server.sockets[0].getsockname()[1]
     try:
         yield served
@@ -82,15 +84,28 @@ async def tls_server(tls: TlsConfig) -> AsyncIterator[Served]:
         await server.wait_closed()
 
 
-async def whoami(served: Served, certs: TlsCerts, client: str | None) -> str:
-    """Connect over TLS (with the client's certificate, if any); return what the server said."""
+async def whoami(
+    served: Served,
+    certs: TlsCerts,
+    client: str | None,
+    version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
+) -> str:
+    """Connect over TLS (with the client's certificate, if any); return what the server said,
+    or `alert: <reason>` for the TLS alert a refused handshake sends."""
     context = ssl.create_default_context(cafile=certs.ca)
+    context.maximum_version = version
     if client is not None:
         context.load_cert_chain(certs.cert(client), certs.key(client))
-    reader, writer = await asyncio.open_connection("127.0.0.1", served.port, ssl=context)
     try:
-        # A refused handshake reads as EOF: with TLS 1.3 the client's side completes first.
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port, ssl=context)
+    except ssl.SSLError as exc:  # TLS 1.2: the alert ends the client's handshake
+        return f"alert: {exc.reason}"
+    try:
+        # With TLS 1.3 the client's side of the handshake completes first: the alert comes
+        # with the first read.
         return (await asyncio.wait_for(reader.read(), 5)).decode()
+    except ssl.SSLError as exc:
+        return f"alert: {exc.reason}"
     finally:
         writer.close()
 
@@ -98,10 +113,18 @@ async def whoami(served: Served, certs: TlsCerts, client: str | None) -> str:
 async def test_required_client_auth_refuses_a_client_without_certificate(
     tls_certs: TlsCerts,
 ) -> None:
-    async with tls_server(tls_config(tls_certs, "required")) as served:
-        assert await whoami(served, tls_certs, None) == ""
-        assert await whoami(served, tls_certs, "alice") == "User:CN=alice,OU=eng,O=Acme"
+    with capture_logs() as logs:
+        async with tls_server(tls_config(tls_certs, "required")) as served:
+            # The alert a broker sends, so that a client fails instead of retrying.
+            no_cert = await whoami(served, tls_certs, None)
+            assert no_cert == "alert: TLSV13_ALERT_CERTIFICATE_REQUIRED"
+            old = await whoami(served, tls_certs, None, ssl.TLSVersion.TLSv1_2)
+            assert old == "alert: SSLV3_ALERT_HANDSHAKE_FAILURE"
+            assert await whoami(served, tls_certs, "alice") == "User:CN=alice,OU=eng,O=Acme"
     assert served.outcomes == ["User:CN=alice,OU=eng,O=Acme"]
+    refused = [e for e in logs if e["event"] == "client TLS handshake refused"]
+    assert [e["reason"] for e in refused] == ["PEER_DID_NOT_RETURN_A_CERTIFICATE"] * 2
+    assert all(e["client"].startswith("127.0.0.1:") for e in refused)
 
 
 async def test_requested_client_auth_accepts_clients_with_and_without_certificate(
@@ -115,9 +138,12 @@ async def test_requested_client_auth_accepts_clients_with_and_without_certificat
 async def test_requested_client_auth_still_verifies_a_presented_certificate(
     tls_certs: TlsCerts,
 ) -> None:
-    async with tls_server(tls_config(tls_certs, "requested")) as served:
-        assert await whoami(served, tls_certs, "stranger") == ""
+    with capture_logs() as logs:
+        async with tls_server(tls_config(tls_certs, "requested")) as served:
+            assert await whoami(served, tls_certs, "stranger") == "alert: TLSV1_ALERT_UNKNOWN_CA"
     assert served.outcomes == []
+    [refused] = [e for e in logs if e["event"] == "client TLS handshake refused"]
+    assert refused["reason"].startswith("CERTIFICATE_VERIFY_FAILED")
 
 
 async def test_no_client_auth_names_no_principal(tls_certs: TlsCerts) -> None:
