@@ -108,13 +108,14 @@ class TopicPolicyFilter(Filter):
         )
         written += self._recorder.record(ctx, policy.revision, verdicts)
         rewrites: dict[int, Rewrite] = {}
+        unknown_ids = 0
         for item, verdict in zip(judged, verdicts, strict=True):
             if verdict.decision is not None and verdict.decision.overrides:
                 rewrites[item.index] = _rewrite(verdict.decision.overrides)
             if verdict.decision is None:
                 # Never forwarded: the broker might know an id the proxy cannot judge.
                 reason = verdict.reason or "the topic id names no known topic"
-                log.info("unknown topic id answered", conn=ctx.connection_id, reason=reason)
+                unknown_ids += 1
                 denied[item.index] = Denial(reason, ErrorCode.unknown_topic_id)
             elif not verdict.decision.allowed:
                 name = verdict.request.name or None
@@ -125,6 +126,9 @@ class TopicPolicyFilter(Filter):
                     else None
                 )
                 denied[item.index] = Denial(verdict.decision.message, code, name=name)
+        if unknown_ids:
+            # One line per request: a request of many made-up ids must not flood the log.
+            log.info("unknown topic ids answered", conn=ctx.connection_id, ids=unknown_ids)
         unaudited = None if validate_only else await self._recorder.confirmed(written)
         if unaudited is not None:
             # audit.on_failure: closed: nothing changes that the audit topic has not recorded.

@@ -135,6 +135,7 @@ class ProxyServer:
             ),
             recorder=self._recorder,
             legacy_error_code=config.policy.legacy_error_code,
+            max_entries_per_request=config.limits.max_entries_per_request,
             admission=config.admission,
             audit_budget=self._recorder.budget,
         )
