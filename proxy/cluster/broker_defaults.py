@@ -18,6 +18,14 @@ TOPIC_ONLY_DEFAULTS: Mapping[str, str] = {
 
 # Broker configs the policy's create builder reads under their own names.
 CREATE_DEFAULTS = ("num.partitions", "default.replication.factor")
+# Every broker config the defaults are made of: all a read of them needs to ask for (a broker
+# has some 250 configs; decoding them all costs milliseconds on every create).
+DEFAULT_SOURCES = tuple(
+    sorted(
+        {broker for synonyms in TOPIC_CONFIG_SYNONYMS.values() for broker, _ in synonyms}
+        | set(CREATE_DEFAULTS)
+    )
+)
 
 
 def topic_defaults(broker_configs: Mapping[str, str | None]) -> ConfigMap:

@@ -35,7 +35,7 @@ from kio.schema.types import TopicName
 from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
-from kafka_policy_proxy.proxy.cluster.broker_defaults import topic_defaults
+from kafka_policy_proxy.proxy.cluster.broker_defaults import DEFAULT_SOURCES, topic_defaults
 from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslCredentials
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
 from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
@@ -149,49 +149,60 @@ class ClusterStateReader:
         def not_before(*needed: Fact) -> float | None:
             return since if fresh.intersection(needed) else None
 
-        states: dict[str, TopicState] = {}
-        brokers = 1
-        defaults = EMPTY_CONFIGS
-        if wanted & _AGGREGATE_FACTS:
-            everything = await self._cached(
+        no_read: dict[Key, Any] = {}
+
+        async def nothing() -> dict[Key, Any]:
+            return no_read
+
+        names = sorted(set(topics)) if Fact.TOPIC_STATE in wanted else []
+        ids = sorted(set(topic_ids)) if Fact.TOPIC_STATE in wanted else []
+        # Independent reads, at once: on a pool they go out side by side.
+        everything, found, by_id, result = await asyncio.gather(
+            self._cached(
                 "the topic list and broker count",
                 [ALL_TOPICS],
                 self._fetch_all,
                 not_before(*_AGGREGATE_FACTS),
             )
-            topic_list, brokers = everything[ALL_TOPICS]
-            states.update((t.name, t) for t in topic_list)
-        if Fact.TOPIC_STATE in wanted:
-            names = sorted(set(topics))
-            if names:
-                found = await self._cached(
-                    f"the state of topic(s) {_quoted(names)}",
-                    [name_key(n) for n in names],
-                    self._fetch_named,
-                    not_before(Fact.TOPIC_STATE),
-                )
-                for (_, name), state in found.items():
-                    if state is None:
-                        states.pop(name, None)
-                    else:
-                        states[name] = state
-            ids = sorted(set(topic_ids))
-            if ids:
-                by_id = await self._cached(
-                    f"the state of topic id(s) {_quoted(ids)}",
-                    [id_key(i) for i in ids],
-                    self._fetch_ids,
-                    not_before(Fact.TOPIC_STATE),
-                )
-                states.update((s.name, s) for s in by_id.values() if s is not None)
-        if Fact.BROKER_DEFAULTS in wanted:
-            result = await self._cached(
+            if wanted & _AGGREGATE_FACTS
+            else nothing(),
+            self._cached(
+                f"the state of topic(s) {_quoted(names)}",
+                [name_key(n) for n in names],
+                self._fetch_named,
+                not_before(Fact.TOPIC_STATE),
+            )
+            if names
+            else nothing(),
+            self._cached(
+                f"the state of topic id(s) {_quoted(ids)}",
+                [id_key(i) for i in ids],
+                self._fetch_ids,
+                not_before(Fact.TOPIC_STATE),
+            )
+            if ids
+            else nothing(),
+            self._cached(
                 "the broker default configs",
                 [BROKER_DEFAULTS],
                 self._fetch_defaults,
                 not_before(Fact.BROKER_DEFAULTS),
             )
-            defaults = result[BROKER_DEFAULTS]
+            if Fact.BROKER_DEFAULTS in wanted
+            else nothing(),
+        )
+        states: dict[str, TopicState] = {}
+        brokers = 1
+        if ALL_TOPICS in everything:
+            topic_list, brokers = everything[ALL_TOPICS]
+            states.update((t.name, t) for t in topic_list)
+        for (_, name), state in found.items():
+            if state is None:
+                states.pop(name, None)
+            else:
+                states[name] = state
+        states.update((s.name, s) for s in by_id.values() if s is not None)
+        defaults = result.get(BROKER_DEFAULTS, EMPTY_CONFIGS)
         return InMemoryCluster(tuple(states.values()), brokers, defaults)
 
     def invalidate(self, topic: str) -> None:
@@ -436,7 +447,9 @@ class ClusterStateReader:
         )
         # A broker describes only its own configs and answers INVALID_REQUEST for other ids,
         # so asking for every id finds the one this connection reached.
-        request = describe_configs_request(BROKER_RESOURCE, [str(n) for n in node_ids])
+        request = describe_configs_request(
+            BROKER_RESOURCE, [str(n) for n in node_ids], DEFAULT_SOURCES
+        )
         response = await conn.call(request, client)
         errors = []
         for result in response.results:

@@ -23,12 +23,15 @@ def metadata_request(topics: tuple[MetadataRequestTopic, ...] | None) -> Metadat
     )
 
 
-def describe_configs_request(resource_type: i8, names: Iterable[str]) -> DescribeConfigsRequest:
-    """DescribeConfigs v4 for every config of these resources, without synonyms or docs."""
+def describe_configs_request(
+    resource_type: i8, names: Iterable[str], keys: tuple[str, ...] | None = None
+) -> DescribeConfigsRequest:
+    """DescribeConfigs v4 for these configs (None: every one) of these resources, without
+    synonyms or docs."""
     return DescribeConfigsRequest(
         resources=tuple(
             DescribeConfigsResource(
-                resource_type=resource_type, resource_name=name, configuration_keys=None
+                resource_type=resource_type, resource_name=name, configuration_keys=keys
             )
             for name in names
         ),

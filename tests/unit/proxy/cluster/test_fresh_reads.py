@@ -80,7 +80,9 @@ async def test_fresh_reads_share_a_read_begun_after_they_arrived_but_not_one_beg
         first = asyncio.ensure_future(
             reader.snapshot(STATE, topics=["orders"], fresh=STATE, since=reader.mark())
         )
-        await asyncio.sleep(0)
+        async with asyncio.timeout(5):
+            while script.metadata_requests() < 2:  # the first one's read has begun
+                await asyncio.sleep(0.001)
         await reader.snapshot(STATE, topics=["orders"], fresh=STATE, since=reader.mark())
         await first
         assert script.metadata_requests() == 3
