@@ -132,7 +132,9 @@ class CertificatePrincipals:
 class _ClientTls(SSLProtocol):
     """asyncio's server-side TLS layer, sending the alert of a failed handshake and logging it."""
 
-    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+    def _on_handshake_complete(
+        self, handshake_exc: BaseException | type[BaseException] | None
+    ) -> None:
         transport = self._transport
         if handshake_exc is not None and transport is not None:
             peer = transport.get_extra_info("peername")
@@ -143,12 +145,17 @@ class _ClientTls(SSLProtocol):
                 )
             else:  # the client went away first (a plain-TCP probe, a timeout)
                 log.info(
-                    "client TLS handshake not completed", client=client, reason=str(handshake_exc)
+                    "client TLS handshake not completed", client=client, reason=_gone(handshake_exc)
                 )
             with contextlib.suppress(Exception):
                 # The alert, before the stock code closes the socket (3.11+; not in typeshed).
                 self._process_outgoing()  # type: ignore[attr-defined]
-        super()._on_handshake_complete(handshake_exc)
+        super()._on_handshake_complete(handshake_exc)  # type: ignore[arg-type]  # as asyncio passes it
+
+
+def _gone(exc: BaseException | type[BaseException]) -> str:
+    """Why the handshake ended early (asyncio passes an exception class for a client's EOF)."""
+    return exc.__name__ if isinstance(exc, type) else str(exc) or type(exc).__name__
 
 
 def _why(exc: ssl.SSLError) -> str:

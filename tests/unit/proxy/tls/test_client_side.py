@@ -255,3 +255,22 @@ def test_an_encrypted_key_is_refused_without_prompting(tls_certs: TlsCerts, tmp_
     )
     with pytest.raises(TlsError, match="encrypted"):
         server_context(tls_config(tls_certs, key_file=encrypted))
+
+
+async def test_a_client_gone_before_the_handshake_is_logged_by_address(
+    tls_certs: TlsCerts,
+) -> None:
+    with capture_logs() as logs:
+        async with tls_server(tls_config(tls_certs, "required")) as served:
+            # A plain-TCP probe: connects, says nothing, leaves.
+            _, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            writer.close()
+            await writer.wait_closed()
+            for _ in range(100):
+                if any(e["event"] == "client TLS handshake not completed" for e in logs):
+                    break
+                await asyncio.sleep(0.01)
+    [gone] = [e for e in logs if e["event"] == "client TLS handshake not completed"]
+    assert gone["client"].startswith("127.0.0.1:")
+    assert gone["reason"] == "ConnectionResetError"
+    assert gone["log_level"] == "info"
