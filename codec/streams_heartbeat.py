@@ -19,7 +19,7 @@ from kio.schema.streams_group_heartbeat.v0.response import StreamsGroupHeartbeat
 
 from kafka_policy_proxy.codec.admin_denials import filled
 from kafka_policy_proxy.codec.framing import Buffer
-from kafka_policy_proxy.codec.prescan import decode_untrusted
+from kafka_policy_proxy.codec.prescan import count_elements, decode_untrusted
 from kafka_policy_proxy.codec.registry import encode, request_class
 
 STREAMS_GROUP_HEARTBEAT = 88
@@ -73,10 +73,14 @@ def has_topology(api_version: int, data: Buffer, offset: int) -> bool:
         return True  # truncated: the full decode refuses it
 
 
-def decode_heartbeat(api_version: int, data: Buffer, offset: int) -> Any:
-    """The request in data[offset:], pre-scanned; CodecError if it is malformed."""
+def decode_heartbeat(api_version: int, data: Buffer, offset: int, max_elements: int) -> Any | None:
+    """The request in data[offset:], pre-scanned; None if it declares more than `max_elements`
+    array elements in all (counted before anything is decoded); CodecError if malformed."""
     cls = request_class(STREAMS_GROUP_HEARTBEAT, api_version)  # CodecError if unknown
-    return decode_untrusted(cls, bytes(data), offset)
+    raw = bytes(data)
+    if count_elements(cls, raw, offset, max_elements) is None:
+        return None
+    return decode_untrusted(cls, raw, offset)
 
 
 def internal_topics(request: Any) -> list[InternalTopic]:

@@ -43,6 +43,8 @@ log = structlog.get_logger("proxy.enforcement")
 
 # Denied topics a denial message names; the rest are counted (the audit has every one).
 NAMED_IN_MESSAGE = 3
+# As guarded requests: 10 x limits.max_entries_per_request's default (the lead may pass that).
+MAX_ELEMENTS = 50_000
 
 
 class StreamsTopologyFilter(Filter):
@@ -55,10 +57,14 @@ class StreamsTopologyFilter(Filter):
         policy: Callable[[], CompiledPolicy | None],
         facts: LiveFacts,
         recorder: DecisionRecorder,
+        max_elements: int = MAX_ELEMENTS,
     ) -> None:
+        """`max_elements`: array elements a topology may declare in all, checked before it is
+        decoded (over it, the heartbeat is refused)."""
         self._policy = policy
         self._facts = facts
         self._recorder = recorder
+        self._max_elements = max_elements
 
     def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
         """Forward a plain heartbeat; judge the internal topics a topology would create."""
@@ -66,7 +72,11 @@ class StreamsTopologyFilter(Filter):
         offset = ctx.body_offset()
         if policy is None or not has_topology(ctx.api_version, ctx.frame, offset):
             return Forward()
-        topics = internal_topics(decode_heartbeat(ctx.api_version, ctx.frame, offset))
+        request = decode_heartbeat(ctx.api_version, ctx.frame, offset, self._max_elements)
+        if request is None:
+            log.warning("streams topology refused: too large", conn=ctx.connection_id)
+            return Answer(denial(f"the topology has over {self._max_elements} elements"))
+        topics = internal_topics(request)
         if not topics:
             return Forward()
         return self._judge(ctx, policy, topics)

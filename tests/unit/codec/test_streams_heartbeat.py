@@ -39,7 +39,7 @@ def test_only_a_join_with_a_topology_is_decoded() -> None:
 def test_a_truncated_heartbeat_is_refused() -> None:
     join = encode(heartbeat("app", sources=["in"], changelogs=[Internal("app-s-changelog")]))
     with pytest.raises(CodecError):
-        decode_heartbeat(0, join[:-3], 0)
+        decode_heartbeat(0, join[:-3], 0, 1000)
 
 
 def test_internal_topics_are_named_as_sent_with_their_settings() -> None:
@@ -49,7 +49,7 @@ def test_internal_topics_are_named_as_sent_with_their_settings() -> None:
         changelogs=[Internal("app-store-changelog", 1000, 1, {"retention.ms": "1000"})],
         repartitions=[Internal("app-by-key-repartition", 6)],
     )
-    topics = internal_topics(decode_heartbeat(0, encode(request), 0))
+    topics = internal_topics(decode_heartbeat(0, encode(request), 0, 1000))
     assert [(t.name, t.kind, t.partitions, t.replication_factor) for t in topics] == [
         ("app-by-key-repartition", REPARTITION, 6, 0),
         ("app-store-changelog", CHANGELOG, 1000, 1),
@@ -65,11 +65,11 @@ def test_undeclared_partition_counts_follow_the_sources_or_are_bounded() -> None
         changelogs=[Internal("app-store-changelog")],
         repartitions=[Internal("app-fixed-repartition", 4)],
     )
-    topics = internal_topics(decode_heartbeat(0, encode(request), 0))
+    topics = internal_topics(decode_heartbeat(0, encode(request), 0, 1000))
     counts = partitions_bound(topics, {"orders": 12}.get)
     assert counts == {"app-fixed-repartition": 4, "app-store-changelog": 12}
     flexible = heartbeat("app", sources=["orders"], repartitions=[Internal("app-flex-repartition")])
-    topics = internal_topics(decode_heartbeat(0, encode(flexible), 0))
+    topics = internal_topics(decode_heartbeat(0, encode(flexible), 0, 1000))
     assert partitions_bound(topics, {"orders": 3}.get) == {"app-flex-repartition": 3}
     assert partitions_bound(topics, {}.get) == {"app-flex-repartition": None}
 
@@ -78,3 +78,10 @@ def test_a_denial_carries_the_error_and_the_message() -> None:
     response = decode_exact(StreamsGroupHeartbeatResponse, denial("no"))
     assert response.error_code is ErrorCode.streams_invalid_topology
     assert response.error_message == "no"
+
+
+def test_a_topology_over_the_element_bound_is_not_decoded() -> None:
+    many = [Internal(f"app-s{i}-changelog") for i in range(50)]
+    join = encode(heartbeat("app", sources=["in"], changelogs=many))
+    assert decode_heartbeat(0, join, 0, 40) is None
+    assert len(internal_topics(decode_heartbeat(0, join, 0, 1000))) == 50

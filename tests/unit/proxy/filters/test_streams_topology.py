@@ -149,3 +149,14 @@ async def test_plain_heartbeats_are_not_looked_at(records: Records) -> None:
     join = heartbeat("app", sources=["orders"], changelogs=[Internal("app-s-changelog", 1000)])
     assert await judge(reader, records, join, policy=None) == Forward()
     assert reader.asked == []
+
+
+async def test_an_oversized_topology_is_refused_before_it_is_decoded(records: Records) -> None:
+    reader = FakeReader(InMemoryCluster(topics=(ORDERS,)))
+    many = [Internal(f"app-s{i}-changelog") for i in range(50)]
+    request = heartbeat("app", sources=["orders"], changelogs=many)
+    flt = StreamsTopologyFilter(lambda: POLICY, live_facts(reader), records.recorder, 40)
+    response = answered(await settle(flt.on_request(context(88, 0, request))))
+    assert response.error_code is ErrorCode.streams_invalid_topology
+    assert response.error_message == "the topology has over 40 elements"
+    assert reader.asked == [] and records.read() == []
