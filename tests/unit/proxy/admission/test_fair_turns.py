@@ -31,7 +31,7 @@ async def test_turns_bound_the_work_in_progress_and_serve_the_light_flow_first()
     await asyncio.sleep(0)
     tasks = [asyncio.create_task(work(f"heavy-{i}", 5000)) for i in range(1, 6)]
     await asyncio.sleep(0)
-    tasks.append(asyncio.create_task(work("canary", 1)))
+    tasks.append(asyncio.create_task(work("canary", 50)))  # a small batch: it queues
     await asyncio.sleep(0)
     assert turns.waiting == 6
     release.set()
@@ -46,7 +46,7 @@ async def test_a_cancelled_waiter_gives_its_place_up() -> None:
     done: list[str] = []
 
     async def work(flow: str) -> None:
-        async with turns.turn(flow, 1):
+        async with turns.turn(flow, 50):  # over the lane of small requests
             await release.wait()
             done.append(flow)
 
