@@ -10,9 +10,9 @@ Cost per fact, on a cache miss (connection set-up and SASL not counted):
 What is read is kept in a FactCache (proxy/cluster/fact_cache.py, which also says what a
 forwarded change does to it); a key being read is not read again by another caller, who joins
 that read (so overlapping sets share what they have in common). A caller that must judge on
-facts read after a moment (`since`, for the facts in `fresh`: a mutation) takes only entries
-and reads that began then or later. The requests go over a few ClusterConnections
-(proxy/cluster/pool.py). After a forwarded broker config change, reads first wait until every
+facts read after a point (`since`, a `mark()`, for the facts in `fresh`: a mutation) takes only
+entries and reads begun after it. The reads themselves are in proxy/cluster/fetches.py; they
+go over a few ClusterConnections (proxy/cluster/pool.py). After a forwarded broker config change, reads first wait until every
 connected broker shows it (proxy/cluster/unapplied_changes.py).
 
 Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
@@ -21,24 +21,17 @@ Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
-
-from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v12.request import MetadataRequestTopic
-from kio.schema.types import TopicName
 
 from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
-from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, ConfigMap, Fact, TopicState
-from kafka_policy_proxy.proxy.cluster.broker_defaults import DEFAULT_SOURCES, topic_defaults
-from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslCredentials
+from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, Fact, TopicState
+from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
-from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
+from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery
 from kafka_policy_proxy.proxy.cluster.fact_cache import (
     ALL_TOPICS,
     BROKER_DEFAULTS,
@@ -47,14 +40,18 @@ from kafka_policy_proxy.proxy.cluster.fact_cache import (
     id_key,
     name_key,
 )
+from kafka_policy_proxy.proxy.cluster.fetches import (
+    fetch_all,
+    fetch_defaults,
+    fetch_ids,
+    fetch_named,
+    quoted,
+    topic_configs,
+)
 from kafka_policy_proxy.proxy.cluster.pool import ConnectionPool
 from kafka_policy_proxy.proxy.cluster.requests import (
     BROKER_RESOURCE,
-    TOPIC_RESOURCE,
     describe_configs_request,
-    kafka_error,
-    metadata_request,
-    topic_from_metadata,
 )
 from kafka_policy_proxy.proxy.cluster.unapplied_changes import (
     APPLIED_WAIT_S,
@@ -62,25 +59,13 @@ from kafka_policy_proxy.proxy.cluster.unapplied_changes import (
     UnappliedChanges,
     shown_by,
 )
-from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")
 Read = asyncio.Task[dict[Key, Any]]
 Fetch = Callable[[ClusterConnection, list[Key]], Awaitable[Mapping[Key, V]]]
 
-# Metadata errors that mean "no such topic" rather than "cannot tell".
-_ABSENT = frozenset(
-    {
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.unknown_topic_id,
-        ErrorCode.invalid_topic_exception,
-    }
-)
-# DescribeConfigs' config_source for a value set on the topic itself.
-DYNAMIC_TOPIC_CONFIG = 1
-# Names or ids a message lists before "and N more".
-LISTED = 3
 _AGGREGATE_FACTS = frozenset({Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT})
 
 
@@ -161,23 +146,23 @@ class ClusterStateReader:
             self._cached(
                 "the topic list and broker count",
                 [ALL_TOPICS],
-                self._fetch_all,
+                fetch_all,
                 not_before(*_AGGREGATE_FACTS),
             )
             if wanted & _AGGREGATE_FACTS
             else nothing(),
             self._cached(
-                f"the state of topic(s) {_quoted(names)}",
+                f"the state of topic(s) {quoted(names)}",
                 [name_key(n) for n in names],
-                self._fetch_named,
+                fetch_named,
                 not_before(Fact.TOPIC_STATE),
             )
             if names
             else nothing(),
             self._cached(
-                f"the state of topic id(s) {_quoted(ids)}",
+                f"the state of topic id(s) {quoted(ids)}",
                 [id_key(i) for i in ids],
-                self._fetch_ids,
+                fetch_ids,
                 not_before(Fact.TOPIC_STATE),
             )
             if ids
@@ -185,7 +170,7 @@ class ClusterStateReader:
             self._cached(
                 "the broker default configs",
                 [BROKER_DEFAULTS],
-                self._fetch_defaults,
+                partial(fetch_defaults, self._discovery),
                 not_before(Fact.BROKER_DEFAULTS),
             )
             if Fact.BROKER_DEFAULTS in wanted
@@ -298,7 +283,7 @@ class ClusterStateReader:
         """Every config entry DescribeConfigs returns per topic, uncached; any error fails all."""
         async with self._pool.lease(len(names)) as conn:
             return await conn.read(
-                f"the configs of {len(names)} topic(s)", lambda: self._topic_configs(conn, names)
+                f"the configs of {len(names)} topic(s)", lambda: topic_configs(conn, names)
             )
 
     # -- caching and coalescing
@@ -354,118 +339,3 @@ class ClusterStateReader:
         self._cache.ended(keys, task)
         if not task.cancelled():
             task.exception()  # retrieved here, so that a fetch nobody awaits logs nothing
-
-    # -- fetches
-
-    async def _fetch_all(self, conn: ClusterConnection, keys: list[Key]) -> dict[Key, Any]:
-        response = await conn.call(metadata_request(None))
-        for topic in response.topics:
-            if topic.error_code is not ErrorCode.none:
-                raise ReadFailed(
-                    f"Metadata for topic {topic.name!r}: {kafka_error(topic.error_code)}"
-                )
-        topics = tuple(topic_from_metadata(t) for t in response.topics)
-        return {ALL_TOPICS: (topics, len(response.brokers))}
-
-    async def _fetch_named(
-        self, conn: ClusterConnection, keys: list[Key]
-    ) -> dict[Key, TopicState | None]:
-        names = [key[1] for key in keys]
-        response = await conn.call(
-            metadata_request(
-                tuple(MetadataRequestTopic(topic_id=None, name=TopicName(n)) for n in names)
-            )
-        )
-        found = await self._with_configs(conn, response.topics)
-        return {name_key(name): found.get(name) for name in names}
-
-    async def _fetch_ids(
-        self, conn: ClusterConnection, keys: list[Key]
-    ) -> dict[Key, TopicState | None]:
-        wanted: dict[Key, uuid.UUID] = {}
-        for key in keys:
-            with contextlib.suppress(ValueError):
-                topic_id = uuid.UUID(key[1])
-                # The zero id is Kafka's "no id": it never names a topic.
-                if topic_id.int:
-                    wanted[key] = topic_id
-        found: dict[str, TopicState] = {}
-        if wanted:
-            request = tuple(MetadataRequestTopic(topic_id=i, name=None) for i in wanted.values())
-            response = await conn.call(metadata_request(request))
-            states = await self._with_configs(conn, response.topics)
-            found = {str(s.topic_id): s for s in states.values()}
-        return {key: found.get(str(wanted.get(key))) for key in keys}
-
-    async def _with_configs(
-        self, conn: ClusterConnection, metadata_topics: Iterable[Any]
-    ) -> dict[str, TopicState]:
-        """Topic states from Metadata topics, with their effective configs; absent ones left out."""
-        states: dict[str, TopicState] = {}
-        for topic in metadata_topics:
-            if topic.error_code in _ABSENT:
-                continue
-            if topic.error_code is not ErrorCode.none:
-                label = topic.name if topic.name is not None else topic.topic_id
-                raise ReadFailed(f"Metadata for topic {label!r}: {kafka_error(topic.error_code)}")
-            states[topic.name] = topic_from_metadata(topic)
-        if not states:
-            return states
-        entries = await self._topic_configs(conn, list(states))
-        return {
-            name: replace(
-                state,
-                configs=ConfigMap((c.name, c.value) for c in entries[name]),
-                overrides=frozenset(
-                    c.name for c in entries[name] if c.config_source == DYNAMIC_TOPIC_CONFIG
-                ),
-            )
-            for name, state in states.items()
-        }
-
-    async def _topic_configs(
-        self, conn: ClusterConnection, names: Sequence[str]
-    ) -> dict[str, tuple[Any, ...]]:
-        response = await conn.call(describe_configs_request(TOPIC_RESOURCE, names))
-        entries: dict[str, tuple[Any, ...]] = {}
-        for result in response.results:
-            if result.error_code is not ErrorCode.none:
-                detail = kafka_error(result.error_code, result.error_message)
-                raise ReadFailed(f"DescribeConfigs for topic {result.resource_name!r}: {detail}")
-            entries[result.resource_name] = result.configs
-        missing = set(names) - entries.keys()
-        if missing:
-            raise ReadFailed(f"DescribeConfigs left out topic(s) {_quoted(sorted(missing))}")
-        return entries
-
-    async def _fetch_defaults(
-        self, conn: ClusterConnection, keys: list[Key]
-    ) -> dict[Key, ConfigMap]:
-        client = await conn.connected()
-        node_ids = (
-            [conn.node_id] if conn.node_id is not None else await self._broker_ids(conn, client)
-        )
-        # A broker describes only its own configs and answers INVALID_REQUEST for other ids,
-        # so asking for every id finds the one this connection reached.
-        request = describe_configs_request(
-            BROKER_RESOURCE, [str(n) for n in node_ids], DEFAULT_SOURCES
-        )
-        response = await conn.call(request, client)
-        errors = []
-        for result in response.results:
-            if result.error_code is ErrorCode.none:
-                conn.node_id = int(result.resource_name)
-                return {BROKER_DEFAULTS: topic_defaults({c.name: c.value for c in result.configs})}
-            detail = kafka_error(result.error_code, result.error_message)
-            errors.append(f"broker {result.resource_name}: {detail}")
-        raise ReadFailed(f"DescribeConfigs on {conn.address}: {'; '.join(errors) or 'no result'}")
-
-    async def _broker_ids(self, conn: ClusterConnection, client: KafkaClient) -> list[int]:
-        response = await conn.call(brokers_request(), client)
-        return sorted(self._discovery.learn(response).nodes)
-
-
-def _quoted(names: Sequence[str]) -> str:
-    """The first few names, quoted, then how many more (a message must not grow with them)."""
-    listed = ", ".join(repr(n) for n in names[:LISTED])
-    return listed if len(names) <= LISTED else f"{listed} and {len(names) - LISTED} more"

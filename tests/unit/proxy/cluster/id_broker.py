@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,6 +26,7 @@ class IdBroker:
     hang_over: int | None = None
     broker: FakeBroker | None = None
     asked: list[tuple[int, int]] = field(default_factory=list)  # (api key, keys named)
+    metadata_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
     def ids_asked(self) -> int:
         """Topic ids and names named in every Metadata request so far."""
@@ -44,6 +46,8 @@ class IdBroker:
         )
         named = request.topics if key == METADATA else request.resources
         self.asked.append((key, len(named or ())))
+        if key == METADATA:
+            self.metadata_seen.set()
         if self.hang_over is not None and len(named or ()) > self.hang_over:
             return None
         if key == DESCRIBE_CONFIGS:

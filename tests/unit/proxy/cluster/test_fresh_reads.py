@@ -77,12 +77,12 @@ async def test_fresh_reads_share_a_read_begun_after_they_arrived_but_not_one_beg
         )
         assert script.metadata_requests() == 1
         # One that arrives after a read began must not take what that read saw.
+        script.metadata_seen.clear()
         first = asyncio.ensure_future(
             reader.snapshot(STATE, topics=["orders"], fresh=STATE, since=reader.mark())
         )
         async with asyncio.timeout(5):
-            while script.metadata_requests() < 2:  # the first one's read has begun
-                await asyncio.sleep(0.001)
+            await script.metadata_seen.wait()  # the first one's read has begun
         await reader.snapshot(STATE, topics=["orders"], fresh=STATE, since=reader.mark())
         await first
         assert script.metadata_requests() == 3
