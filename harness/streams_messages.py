@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.streams_group_heartbeat.v0 import request as m
+
+from harness.messages import build
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,12 @@ class Internal:
 
 
 def _info(topic: Internal) -> Any:
-    return m.TopicInfo(
+    return build(
+        m.TopicInfo,
         name=topic.name,
         partitions=topic.partitions,
         replication_factor=topic.replication_factor,
-        topic_configs=tuple(m.KeyValue(key=k, value=v) for k, v in topic.configs.items()),
+        topic_configs=tuple(build(m.KeyValue, key=k, value=v) for k, v in topic.configs.items()),
     )
 
 
@@ -41,23 +43,25 @@ def heartbeat(
     """A join (with one subtopology, if given any topics) or, with member_epoch > 0, a beat."""
     topology = None
     if sources or changelogs or repartitions:
-        sub = m.Subtopology(
+        sub = build(
+            m.Subtopology,
             subtopology_id="0",
             source_topics=tuple(sources),
             state_changelog_topics=tuple(map(_info, changelogs)),
             repartition_source_topics=tuple(map(_info, repartitions)),
             copartition_groups=(),
         )
-        topology = m.Topology(epoch=0, subtopologies=(sub,))
+        topology = build(m.Topology, epoch=0, subtopologies=(sub,))
     joining = member_epoch == 0
-    return m.StreamsGroupHeartbeatRequest(
+    return build(
+        m.StreamsGroupHeartbeatRequest,
         group_id=group_id,
         member_id=str(uuid.uuid4()),
         member_epoch=member_epoch,
         endpoint_information_epoch=0,
         instance_id=None,
         rack_id=None,
-        rebalance_timeout=datetime.timedelta(seconds=30 if joining else -0.001),
+        rebalance_timeout=30_000 if joining else -1,
         topology=topology,
         active_tasks=() if joining else None,
         standby_tasks=() if joining else None,
