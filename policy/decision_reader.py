@@ -4,7 +4,8 @@ The writer is `policy.decision_log`: a record's `request` is a topic request
 (`TopicRequest.to_dict()`), an admin API call (`AdminRequest.to_dict()`, first key `api`), a
 change of a config resource that is not a topic (`BrokerConfigRequest.to_dict()`, first key
 `config_resource`), a request refused before any judgement (`refusal_record`, first key
-`refused`) or a summary of a request's many topics (`summary_record`, first key `summarised`). `RequestReader.read` tells them apart by that first key and gives the request
+`refused`) or a summary of a request's many topics (`summary_record`, first key
+`summarised`). `RequestReader.read` tells them apart by that first key and gives the request
 `from_dict` gives, parsing the parts that recur across events once. Pure: no I/O.
 """
 

@@ -12,8 +12,8 @@ forwarded change does to it); a key being read is not read again by another call
 that read (so overlapping sets share what they have in common). A caller that must judge on
 facts read after a point (`since`, a `mark()`, for the facts in `fresh`: a mutation) takes only
 entries and reads begun after it. The reads themselves are in proxy/cluster/fetches.py; they
-go over a few ClusterConnections (proxy/cluster/pool.py). After a forwarded broker config change, reads first wait until every
-connected broker shows it (proxy/cluster/unapplied_changes.py).
+go over a few ClusterConnections (proxy/cluster/pool.py). After a forwarded broker config
+change, reads first wait until every connected broker shows it (proxy/cluster/unapplied_changes.py).
 
 Brokers must support Metadata v12 and DescribeConfigs v4 (Kafka 2.8 and later).
 """

@@ -110,7 +110,8 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
             api_version=3,
         ),
     )
-    assert list(record) == list(json_schema()["properties"])[:-3]  # no overrides, rewritten, summary
+    # No overrides, rewritten or summary.
+    assert list(record) == list(json_schema()["properties"])[:-3]
     parsed = DecisionRecord.model_validate(record)
     assert (parsed.action, parsed.resource_type, parsed.resource) == (
         "admin_api",
@@ -145,7 +146,8 @@ def test_a_refusal_before_authentication_is_denied_and_names_no_principal() -> N
         listener="bootstrap",
         sasl_state="HANDSHAKE_SENT",
     )
-    assert list(record) == list(json_schema()["properties"])[:-3]  # no overrides, rewritten, summary
+    # No overrides, rewritten or summary.
+    assert list(record) == list(json_schema()["properties"])[:-3]
     parsed = DecisionRecord.model_validate(record)
     assert (parsed.principal, parsed.decision, parsed.mode) == (
         UNAUTHENTICATED,
