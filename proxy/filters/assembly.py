@@ -42,7 +42,7 @@ def proxy_chain(
             _admission(admission or AdmissionConfig(), audit_budget, legacy_error_code),
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
-            AutoCreateGuardFilter(policy, facts, recorder),
+            AutoCreateGuardFilter(policy, facts, recorder, max_entries_per_request),
             StreamsTopologyFilter(policy, facts, recorder),
             AdminApiFilter(policy, recorder),
         ]

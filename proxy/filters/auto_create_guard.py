@@ -4,7 +4,10 @@ The broker creates a topic a Metadata request names when auto-creation is on. Ea
 would create is judged as a create; if any is denied, the request reaches the broker with
 auto-creation off, so the client sees the topic as unknown; so does a request whose topics
 all exist (nothing is to be created). A topic the proxy has just seen deleted is known to be
-absent (the cluster-state cache), so its re-creation is judged too.
+absent (the cluster-state cache), so its re-creation is judged too. A request naming more
+topics than `limits.max_entries_per_request` is not judged: its auto-creation is turned off
+(v4+), or its connection closed (v0-3 cannot turn it off), so no Metadata request costs more
+reads and judgements than the largest admin request.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.filters.api import (
+    Close,
     Filter,
     Forward,
     ForwardModified,
@@ -55,10 +59,12 @@ class AutoCreateGuardFilter(Filter):
         policy: Callable[[], CompiledPolicy | None],
         facts: LiveFacts,
         recorder: DecisionRecorder,
+        max_names: int = 5000,
     ) -> None:
         self._policy = policy
         self._facts = facts
         self._recorder = recorder
+        self._max_names = max_names
 
     def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
         """Forward; judge first if the request could create topics."""
@@ -69,6 +75,16 @@ class AutoCreateGuardFilter(Filter):
         topics = metadata_topics(request)
         if not topics.allow_auto_topic_creation or not topics.names:
             return Forward()
+        if len(topics.names) > self._max_names:
+            log.warning(
+                "auto-creation not judged: too many topics",
+                conn=ctx.connection_id,
+                topics=len(topics.names),
+                limit=f"limits.max_entries_per_request is {self._max_names}",
+            )
+            if request.__version__ < AUTO_CREATE_FLAG_VERSION:
+                return Close("request too large", "Metadata v0-3 naming too many topics to judge")
+            return _without_auto_create(ctx, request)
         return self._guard(ctx, request, topics.names, policy)
 
     async def _guard(

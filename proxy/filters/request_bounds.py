@@ -11,7 +11,9 @@ no answer fits in proportion, so the connection is closed. Neither is ever forwa
 
 The cluster mutation APIs whose denial answers every entry (ACLs, log dirs, leader elections,
 quotas, SCRAM credentials, features: `codec/admin_denials.py`) are bounded alike, before the
-admin API filter would decode them to answer a denial.
+admin API filter would decode them to answer a denial. A Metadata request is decoded by the
+auto-create guard: one naming more topics than the element bound (consumers name many, but
+not tens of thousands) closes the connection, as no answer in proportion fits.
 """
 
 from __future__ import annotations
@@ -45,12 +47,13 @@ ANSWERABLE_FACTOR = 4
 # CreateAcls, DeleteAcls, AlterReplicaLogDirs, ElectLeaders, AlterClientQuotas,
 # AlterUserScramCredentials, UpdateFeatures: an array of entries after fixed-size fields only.
 BOUNDED_ADMIN_KEYS = frozenset({30, 31, 34, 43, 49, 51, 57})
+METADATA = 3
 
 
 class RequestBoundsFilter(Filter):
     """Answers or closes a request with too many entries; forwards the rest untouched."""
 
-    api_keys = GUARDED_API_KEYS | BOUNDED_ADMIN_KEYS
+    api_keys = GUARDED_API_KEYS | BOUNDED_ADMIN_KEYS | {METADATA}
 
     def __init__(self, max_entries: int) -> None:
         self._max_entries = max_entries
@@ -61,6 +64,10 @@ class RequestBoundsFilter(Filter):
         cls = request_class(ctx.api_key, ctx.api_version)
         offset = ctx.body_offset()
         entries = top_level_count(cls, ctx.frame, offset)
+        if ctx.api_key == METADATA:
+            if entries > self._max_elements:
+                return self._close(ctx, f"{entries} topics", self._elements_bound())
+            return Forward()
         if entries > ANSWERABLE_FACTOR * self._max_entries:
             return self._close(ctx, f"{entries} entries", f"{LIMIT_KEY} is {self._max_entries}")
         elements = None

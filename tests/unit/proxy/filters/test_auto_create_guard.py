@@ -14,7 +14,7 @@ from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.policy.model import TopicState
-from kafka_policy_proxy.proxy.filters.api import Forward, ForwardModified, Verdict
+from kafka_policy_proxy.proxy.filters.api import Close, Forward, ForwardModified, Verdict
 from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from tests.unit.proxy.contexts import context, settle
 from tests.unit.proxy.enforcement_fakes import FakeReader, Records, live_facts
@@ -100,3 +100,26 @@ async def test_requests_that_cannot_create_are_not_looked_at(records: Records) -
     assert await guard(reader, records, metadata("Bad_Name", auto_create=False)) == Forward()
     assert await guard(reader, records, metadata("Bad_Name"), policy=None) == Forward()
     assert reader.asked == []
+
+
+async def test_a_request_naming_more_topics_than_an_admin_request_may_is_not_judged(
+    records: Records,
+) -> None:
+    # Judging it would cost a read and a judgement per name: auto-creation is turned off instead.
+    reader = FakeReader()
+    request = metadata(*(f"team.t{i}" for i in range(11)))
+    ctx = context(3, 12, request)
+    guard = AutoCreateGuardFilter(lambda: POLICY, live_facts(reader), records.recorder, 10)
+    verdict = await settle(guard.on_request(ctx))
+    assert isinstance(verdict, ForwardModified)
+    assert not auto_create(verdict)
+    assert reader.asked == [] and records.read() == []
+
+
+async def test_before_v4_too_many_topics_to_judge_close_the_connection(records: Records) -> None:
+    # v0-3 have no flag: the broker would auto-create every name unjudged.
+    m = importlib.import_module(request_class(3, 3).__module__)
+    topics = tuple(build(m.MetadataRequestTopic, name=f"team.t{i}") for i in range(11))
+    ctx = context(3, 3, build(m.MetadataRequest, topics=topics))
+    guard = AutoCreateGuardFilter(lambda: POLICY, live_facts(FakeReader()), records.recorder, 10)
+    assert isinstance(await settle(guard.on_request(ctx)), Close)

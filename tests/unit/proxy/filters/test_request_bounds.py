@@ -249,3 +249,29 @@ def test_elect_leaders_counts_its_topics_after_the_election_type(version: int) -
     # Null: every partition. Nothing to count, so nothing refused.
     every = build(m.ElectLeadersRequest, election_type=0, topic_partitions=None, timeout=1000)
     assert RequestBoundsFilter(5).on_request(context(43, version, every)) == Forward()
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 9, 12])
+def test_a_metadata_request_naming_more_topics_than_the_element_bound_is_closed_unread(
+    version: int, no_decoding: list[str]
+) -> None:
+    # The auto-create guard would decode it whole (2 us a name) and look every name up.
+    m = importlib.import_module(request_class(3, version).__module__)
+    fields = m.MetadataRequestTopic.__dataclass_fields__
+    extra = {"topic_id": None} if "topic_id" in fields else {}
+    topics = tuple(build(m.MetadataRequestTopic, name=n, **extra) for n in _names(51))
+    request_fields = m.MetadataRequest.__dataclass_fields__
+    flags = {
+        k: False
+        for k in (
+            "allow_auto_topic_creation",
+            "include_cluster_authorized_operations",
+            "include_topic_authorized_operations",
+        )
+        if k in request_fields
+    }
+    request = build(m.MetadataRequest, topics=topics, **flags)
+    over = RequestBoundsFilter(5).on_request(context(3, version, request))
+    assert isinstance(over, Close) and over.detail is not None and "51 topics" in over.detail
+    within = build(m.MetadataRequest, topics=topics[:50], **flags)
+    assert RequestBoundsFilter(5).on_request(context(3, version, within)) == Forward()
