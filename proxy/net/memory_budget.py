@@ -7,6 +7,11 @@ is read, so a connection stops after one read when the frame does not fit, not o
 it (which is what let 200 partial frames hold 9 GiB under a 256 MiB budget, issue 31). When the
 budget is reached, the connections holding the most stop reading; those that then make no
 progress for `stall_timeout_s` are closed. Reading resumes below the low-water mark.
+
+A connection that holds little (one small request: at most `small`, 1/64 of the limit up to
+1 MiB) is not stopped for growing until the reserve above the limit (1/8 of it) is spent too:
+otherwise, while attackers hold the budget, every other client's next request would stop its
+connection until the stall timeout closed them (issue 31: a canary's creates starved for 30 s).
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ log = structlog.get_logger("proxy.net.memory_budget")
 
 # Reading resumes once usage falls below this share of the limit.
 LOW_WATER_FRACTION = 0.75
+# Over the limit, small holders may still grow into this share of it above the limit.
+RESERVE_FRACTION = 0.125
+SMALL_FRACTION = 1 / 64
+SMALL_MAX = 1024 * 1024
 PAUSE = "memory"
 _PAUSED = MEMORY_PAUSED.labels(reason="budget")
 
@@ -46,13 +55,16 @@ class Member(Protocol):
 
 
 class MemoryBudget:
-    """Bytes buffered across all connections, kept under `limit` plus one read per connection."""
+    """Bytes buffered across all connections, kept under `limit` (plus a reserve for small
+    holders) plus one read per connection."""
 
     def __init__(
         self, limit: int, stall_timeout_s: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.limit = limit
         self.low_water = int(limit * LOW_WATER_FRACTION)
+        self.hard_limit = limit + int(limit * RESERVE_FRACTION)
+        self.small = min(SMALL_MAX, int(limit * SMALL_FRACTION))
         self.stall_timeout_s = stall_timeout_s
         self.used = 0
         self._clock = clock
@@ -105,10 +117,12 @@ class MemoryBudget:
         BUFFERED_BYTES.set(self.used)
 
     def _relieve(self, growing: Member) -> None:
-        # The connection that grew stops; so do the largest holders, until what they hold
-        # would take usage below the low-water mark if they were gone.
+        # The connection that grew stops, unless it holds little and the reserve is not spent;
+        # so do the largest holders, until what they hold would take usage below the low-water
+        # mark if they were gone.
         first = not self._paused
-        if growing not in self._paused:
+        small = growing.held <= self.small and self.used < self.hard_limit
+        if growing not in self._paused and not small:
             self._pause(growing)
         if not first:
             return

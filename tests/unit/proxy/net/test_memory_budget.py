@@ -74,8 +74,32 @@ def test_a_connection_that_grows_while_over_budget_is_paused() -> None:
     a, b = Conn(budget), Conn(budget)
     a.hold(1000)
     assert a.paused and not b.paused
-    b.hold(10)
+    b.hold(100)  # more than a small request (1000 / 64)
     assert b.paused
+
+
+def test_a_small_request_goes_on_while_others_hold_the_budget() -> None:
+    # The attackers stalled at the limit must not stop every other client's next request.
+    budget = MemoryBudget(6400, stall_timeout_s=5)
+    attacker, client, other = Conn(budget), Conn(budget), Conn(budget)
+    attacker.hold(6400)
+    assert attacker.paused
+    client.hold(100)  # = 6400 / 64: small
+    other.hold(100)
+    assert not client.paused and not other.paused
+    client.hold(101)  # no longer small
+    assert client.paused
+
+
+def test_small_requests_stop_once_the_reserve_is_spent() -> None:
+    budget = MemoryBudget(6400, stall_timeout_s=5)  # reserve 800, small 100
+    attacker = Conn(budget)
+    attacker.hold(6400)
+    clients = [Conn(budget) for _ in range(9)]
+    for c in clients:
+        c.hold(100)
+    assert [c.paused for c in clients] == [False] * 7 + [True] * 2  # 7200 reached at the 8th
+    assert budget.used <= budget.hard_limit + 100
 
 
 def test_reading_resumes_below_the_low_water_mark_only() -> None:
