@@ -45,8 +45,9 @@ BUDGET_KEY = "audit.principal_budget_bytes_per_minute"
 class AuditBudget(Protocol):
     """What admission asks of the audit budget (proxy/audit/budget.py)."""
 
-    def allows(self, principal: str) -> bool:
-        """False once the principal has spent its audit budget in the current window."""
+    def allows(self, principal: str, client_address: str = "") -> bool:
+        """False once the principal (User:ANONYMOUS: its client host) has spent its audit
+        budget in the current window."""
         ...
 
 
@@ -94,7 +95,7 @@ class AdmissionFilter(GateFilter):
 
     def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
         """Forward (into a turn) if the principal is within its rate and audit budget."""
-        if self._budget is not None and not self._budget.allows(ctx.principal):
+        if self._budget is not None and not self._budget.allows(ctx.principal, ctx.client_address):
             ADMISSION_THROTTLED.labels(api=api_name(ctx.api_key), reason="audit_budget").inc()
             message = f"audit budget for {ctx.principal} exhausted ({BUDGET_KEY}); retry later"
             return self._answer_in_turn(ctx, message, None, 0)

@@ -10,6 +10,7 @@ import pytest
 
 from harness.messages import build
 from kafka_policy_proxy.codec.registry import decode_exact, request_class, response_class
+from kafka_policy_proxy.proxy.audit.budget import AuditBudget
 from kafka_policy_proxy.proxy.filters.admission import AdmissionFilter, entries_of
 from kafka_policy_proxy.proxy.filters.api import Answer, Forward, RequestContext, Verdict
 from tests.unit.proxy.contexts import context, settle
@@ -64,7 +65,7 @@ class Budget:
     def __init__(self, spent: set[str]) -> None:
         self.spent = spent
 
-    def allows(self, principal: str) -> bool:
+    def allows(self, principal: str, client_address: str = "") -> bool:
         return principal not in self.spent
 
 
@@ -198,3 +199,19 @@ async def test_a_spent_audit_budget_answers_old_versions_with_the_legacy_code() 
     assert isinstance(verdict, Answer)
     response = results(DELETE_TOPICS, ctx, verdict.body)
     assert [int(r.error_code) for r in response.responses] == [POLICY_VIOLATION] * 2
+
+
+async def test_an_anonymous_flooder_spends_the_budget_of_its_own_host_only() -> None:
+    # Unauthenticated clients share one principal; the budget tells them apart by host.
+    budget = AuditBudget(1000)
+    budget.charge("User:ANONYMOUS", 1000, "10.0.0.66:40000")
+    f = admission(Clock(), rate=1000, burst=1000, budget=budget)
+
+    def anonymous_from(address: str) -> RequestContext:
+        ctx = context(CREATE_TOPICS, 7, create_topics(7, "a"))
+        return RequestContext(
+            ctx.connection_id, ctx.listener, address, ctx.principal, ctx.header, ctx.frame
+        )
+
+    assert isinstance(await verdict_of(f, anonymous_from("10.0.0.66:40001")), Answer)
+    assert isinstance(await verdict_of(f, anonymous_from("10.0.0.7:50000")), Forward)
