@@ -15,7 +15,7 @@ from kafka_policy_proxy.proxy.filters.api_versions import ApiVersionsFilter
 from kafka_policy_proxy.proxy.filters.auto_create_guard import AutoCreateGuardFilter
 from kafka_policy_proxy.proxy.filters.chain import FilterChain
 from kafka_policy_proxy.proxy.filters.principal_capture import PrincipalCaptureFilter
-from kafka_policy_proxy.proxy.filters.request_bounds import RequestBoundsFilter
+from kafka_policy_proxy.proxy.filters.request_bounds import ELEMENTS_PER_ENTRY, RequestBoundsFilter
 from kafka_policy_proxy.proxy.filters.streams_topology import StreamsTopologyFilter
 from kafka_policy_proxy.proxy.filters.topic_policy import TopicPolicyFilter
 
@@ -43,7 +43,10 @@ def proxy_chain(
             AddressRewriteFilter(listeners),
             TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
             AutoCreateGuardFilter(policy, facts, recorder, max_entries_per_request),
-            StreamsTopologyFilter(policy, facts, recorder),
+            # A topology's elements in all, bounded as a guarded request's are.
+            StreamsTopologyFilter(
+                policy, facts, recorder, ELEMENTS_PER_ENTRY * max_entries_per_request
+            ),
             AdminApiFilter(policy, recorder),
         ]
     )
