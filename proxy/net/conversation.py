@@ -154,6 +154,7 @@ class Conversation:
     def broker_connected(self) -> list[Action]:
         """The broker connection is open: requests held meanwhile go now."""
         self._release()
+        self._read_on()
         return self._actions()
 
     def client_data(self, data: bytes) -> list[Action]:
@@ -185,11 +186,7 @@ class Conversation:
                 self._held_bytes += len(frame)
             else:
                 self._request(frame)
-        if self._requests.pending >= STREAM_REQUEST_AFTER and not (self._holding or self.closed):
-            self._stream_request()
-        self._reserved = 0
-        if self._requests.pending >= _KEY_END and not self.closed:
-            self._reserve()
+        self._read_on()
         return self._actions()
 
     def decided(self, ctx: RequestContext, verdict: Verdict) -> list[Action]:
@@ -199,6 +196,7 @@ class Conversation:
         self._deciding = False
         self._apply(ctx, verdict)
         self._release()
+        self._read_on()
         if not self._deciding and not self.closed:
             self._effects.append(ResumeReading())
         return self._actions()
@@ -303,6 +301,17 @@ class Conversation:
             self._effects.append(StopReading())
             self._effects.append(AwaitDecision(ctx, verdict))
 
+    def _read_on(self) -> None:
+        # The incomplete frame held back: streamed once its header is read and nothing holds
+        # the connection (a frame that arrived while it was held goes as soon as the hold
+        # ends, not at the next read, which a paused connection may never make); else
+        # charged to the memory budget.
+        if self._requests.pending >= STREAM_REQUEST_AFTER and not (self._holding or self.closed):
+            self._stream_request()
+        self._reserved = 0
+        if self._requests.pending >= _KEY_END and not self.closed:
+            self._reserve()
+
     def _reserve(self) -> None:
         # An incomplete frame that will be buffered whole (a filter reads it, or streaming it
         # was refused) is charged its declared size; one over the judged limit is refused
@@ -314,8 +323,8 @@ class Conversation:
             if declared - SIZE > self._max_judged:
                 self._too_large(key, declared - SIZE)
                 return
-        elif self._requests.pending < STREAM_REQUEST_AFTER:
-            return
+        elif self._holding or self._requests.pending < STREAM_REQUEST_AFTER:
+            return  # it streams once the hold ends: only what it holds is charged
         self._reserved = declared
 
     def _too_large(self, key: int, size: int) -> None:

@@ -347,9 +347,9 @@ def test_a_large_request_behind_a_pending_decision_is_held_not_streamed() -> Non
     assert inspect.iscoroutine(wait.pending)
     wait.pending.close()
     assert to_broker(actions) == b""
-    assert to_broker(p.decided(wait.ctx, Forward())) == request(CREATE_TOPICS, 1)
-    # Once the hold is over, the large request streams from the next read on.
-    assert to_broker(p.client_data(big[20_000:30_000])) == big[:30_000]
+    # Once the hold is over, the large request streams at once, and the next read with it.
+    assert to_broker(p.decided(wait.ctx, Forward())) == request(CREATE_TOPICS, 1) + big[:20_000]
+    assert to_broker(p.client_data(big[20_000:30_000])) == big[20_000:30_000]
 
 
 def test_draining_in_the_middle_of_a_streamed_request_reads_it_to_its_end_then_stops() -> None:
@@ -454,3 +454,16 @@ def test_a_large_frame_of_an_unsupported_version_closes_once_its_header_is_read(
     [close] = p.client_data(frame[:STREAM_REQUEST_AFTER])
     assert isinstance(close, CloseConnection)
     assert close.reason == "unsupported API or version"
+
+
+def test_a_large_request_read_before_the_broker_is_connected_streams_once_it_is() -> None:
+    # It is charged what it holds, not its declared size, while it waits: else many such
+    # connections would spend the budget on reservations and stall, with every other client
+    # paused behind them (issue 31's partial-frame flood); and it must go on when the broker
+    # connects, since a connection paused for memory may read nothing more to trigger it.
+    p = conversation(connected=False, max_frame_bytes=1 << 20)
+    big = large_produce(1)
+    assert p.client_data(big[:20_000]) == []
+    assert p.buffered_bytes == 20_000
+    assert to_broker(p.broker_connected()) == big[:20_000]
+    assert p.buffered_bytes == 0 and p.sending
