@@ -129,7 +129,7 @@ def test_counters_move_by_what_clients_did(proxy: ProxyProcess, kafka: Any) -> N
     assert value(after, "kpp_upstream_connect_failures_total", listener="bootstrap") == 0
 
 
-def test_a_decision_after_an_accepted_config_change_sees_it_without_a_cluster_read(
+def test_a_decision_after_an_accepted_config_change_reads_it_fresh_from_the_cluster(
     proxy: ProxyProcess, kafka: Any
 ) -> None:
     topic = "orders.cached"
@@ -143,8 +143,10 @@ def test_a_decision_after_an_accepted_config_change_sees_it_without_a_cluster_re
     after = scrape()
     admin.close()
     assert [o.ok for o in first + second] == [True, True]
-    # The first change's outcome was cached: the second decision read nothing from the cluster.
-    assert total(after, "kpp_cluster_state_requests_total", result="miss") == total(
+    # A mutation is judged on facts read after it arrived, not on what the proxy cached from
+    # the first change (another proxy may have changed the topic since): the second decision
+    # read the cluster, and saw the first change there.
+    assert total(after, "kpp_cluster_state_requests_total", result="miss") > total(
         before, "kpp_cluster_state_requests_total", result="miss"
     )
     [_, judged] = [e for e in proxy.audit_events() if e["topic"] == topic and e["api_key"] == 44]

@@ -36,7 +36,7 @@ rules:
 # Long enough that a cached fact outlives every race below: what the races test is whether a
 # mutation takes the cache at all.
 TTL_S = 60
-_ports = itertools.count(33400, 40)
+_ports = itertools.count(17000, 40)
 
 
 def start_proxy(kafka: Any, workdir: Path, workers: int = 1) -> ProxyProcess:

@@ -32,7 +32,7 @@ from tests.security.raw import address, client, create_topics_request
 
 pytestmark = pytest.mark.integration
 
-BOOTSTRAP_PORT, NODE_PORT_BASE = 33700, 33710
+BOOTSTRAP_PORT, NODE_PORT_BASE = 17900, 17910
 UNKNOWN_TOPIC_ID = 100
 POLICY = """\
 version: 1

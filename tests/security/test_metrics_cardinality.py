@@ -28,7 +28,7 @@ from kafka_policy_proxy.codec.registry import request_class
 
 pytestmark = pytest.mark.integration
 
-BOOTSTRAP_PORT, NODE_PORT_BASE, ADMIN_PORT = 34400, 34410, 34420
+BOOTSTRAP_PORT, NODE_PORT_BASE, ADMIN_PORT = 18000, 18010, 18020
 VERSIONS, UNKNOWN_KEYS = 32_000, 3_000
 # What the flood may add to /metrics: a label set per version the proxy handles, one `other`
 # per key and one for unknown keys; the flood added 6 MB.

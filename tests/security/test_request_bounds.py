@@ -40,8 +40,8 @@ from tests.security.raw import create_topics_request, delete_by_id_request
 pytestmark = pytest.mark.integration
 
 MIB = 1 << 20
-BOOTSTRAP_PORT = 35200
-NODE_PORT_BASE = 35210  # node N on 35210 + N
+BOOTSTRAP_PORT = 18100
+NODE_PORT_BASE = 18110  # node N on 18110 + N
 MAX_ENTRIES = 5000  # the default of limits.max_entries_per_request
 INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 42, 3, 100
 ATTACKERS = 8

@@ -29,8 +29,8 @@ from tests.security.raw import client, create, wait_until
 
 pytestmark = pytest.mark.integration
 
-PORT_BASE = 33092
-PROXY_BOOTSTRAP, PROXY_NODE_BASE = 33800, 33810
+PORT_BASE = 16092
+PROXY_BOOTSTRAP, PROXY_NODE_BASE = 18200, 18210
 STREAMS_BROKER = {
     "unstable.api.versions.enable": "true",
     "unstable.feature.versions.enable": "true",

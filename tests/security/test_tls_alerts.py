@@ -22,7 +22,7 @@ from tests.unit.proxy.tls_certs import TlsCerts, tls_certs_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
-BOOTSTRAP_PORT, NODE_PORT_BASE = 34500, 34510
+BOOTSTRAP_PORT, NODE_PORT_BASE = 18300, 18310
 # Against the proxy before this change, the Java client retried for its whole API timeout.
 JAVA_TIMEOUT_MS = 60_000
 
