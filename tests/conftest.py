@@ -36,11 +36,43 @@ def work_unit(nodeid: str) -> str:
     return module
 
 
+# Units that take minutes whatever their test count: handed out first, so that no long unit
+# starts when the other worker is nearly done (xdist's default order, by test count, left
+# the one-test soak to the end).
+LONG_FIRST = (
+    "tests/integration/test_soak.py",
+    "tests/integration/test_audit_topic.py",
+    "tests/security/test_streams_heartbeat.py",
+    "tests/integration/test_local_kafka.py",
+    "tests/unit/pipeline/",  # a Spark session per worker
+    "tests/unit/cli/test_pipeline_command.py",
+)
+
+
+def _start_rank(nodeid: str) -> int:
+    """When a test's unit should be handed out: the shared cluster, then LONG_FIRST in order."""
+    unit = work_unit(nodeid)
+    if unit == "the shared cluster":
+        return 0
+    for rank, prefix in enumerate(LONG_FIRST, start=1):
+        if unit.startswith(prefix):
+            return rank
+    return len(LONG_FIRST) + 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the tests by when their unit should start (stable: other orders hold within)."""
+    items.sort(key=lambda item: _start_rank(item.nodeid))
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """loadscope with work_unit as its scope."""
+    """loadscope with work_unit as its scope, its units handed out in collection order."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class ByWorkUnit(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
