@@ -45,7 +45,7 @@ pytestmark = pytest.mark.integration
 FLOODERS = 10
 BATCH = 5000
 CANARY_EVERY_S = 0.1
-CANARY_FOR_S = 20.0
+CANARY_FOR_S = 12.0  # 20 s measured the figures below; 12 keeps the suite's floods short
 # The canary's p99 bound. A single create runs at once in the lane of small requests (or, that
 # lane full, at the next free slot), never behind the batches queued; what is left is sharing
 # the event loop and the cluster-state reads with the two batches in progress. Measured (load
