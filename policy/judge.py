@@ -292,3 +292,20 @@ def _unknown_topic(request: TopicRequest) -> Verdict:
         "(not in the cluster metadata the proxy read)"
     )
     return _denied(request, message, UNKNOWN_TOPIC_RULE)
+
+
+def overrides_refused(verdict: Verdict, cannot: str, advice: str) -> Verdict:
+    """Deny a create whose path cannot carry the policy's overrides (auto-creation, a Streams
+    topology: nothing to rewrite), saying why; any other verdict is returned as it is."""
+    decision = verdict.decision
+    if decision is None or not decision.overrides:
+        return verdict
+    rule = decision.overrides[0].rule
+    targets = ", ".join(dict.fromkeys(o.target for o in decision.overrides))
+    message = (
+        f"[{rule}] topic {decision.topic!r}: {cannot} cannot apply the policy's overrides "
+        f"({targets}); {advice}"
+    )
+    violations = (*decision.violations, Violation(rule, message))
+    denied = replace(decision, allowed=False, violations=violations)
+    return replace(verdict, decision=denied)

@@ -12,7 +12,6 @@ reads and judgements than the largest admin request.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -28,9 +27,8 @@ from kafka_policy_proxy.codec.metadata_request import (
 from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.policy.builders import create_request
 from kafka_policy_proxy.policy.engine import CompiledPolicy
-from kafka_policy_proxy.policy.judge import FactQuery
-from kafka_policy_proxy.policy.judge import Verdict as TopicVerdict
-from kafka_policy_proxy.policy.model import Fact, Violation
+from kafka_policy_proxy.policy.judge import FactQuery, overrides_refused
+from kafka_policy_proxy.policy.model import Fact
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
@@ -42,7 +40,7 @@ from kafka_policy_proxy.proxy.filters.api import (
     RequestContext,
     Verdict,
 )
-from kafka_policy_proxy.proxy.filters.topic_requests import policy_principal
+from kafka_policy_proxy.proxy.filters.topic_requests import forgetting, policy_principal
 
 log = structlog.get_logger("proxy.enforcement")
 
@@ -106,7 +104,7 @@ class AutoCreateGuardFilter(Filter):
             return _without_auto_create(ctx, request)
         principal = policy_principal(ctx)
         verdicts = [
-            _no_overrides(v)
+            overrides_refused(v, "auto-creation", "create the topic with CreateTopics")
             for v in await self._facts.judge(
                 policy, [create_request(name, principal=principal) for name in missing]
             )
@@ -116,35 +114,7 @@ class AutoCreateGuardFilter(Filter):
             return _without_auto_create(ctx, request)
         if await self._recorder.confirmed(written) is not None:
             return _without_auto_create(ctx, request)  # audit.on_failure: closed
-        return Forward(self._created(missing))
-
-    def _created(self, names: Sequence[str]) -> Callable[[bytes], bytes]:
-        """The response hook: the broker may have just created these, so forget them."""
-        facts = self._facts
-
-        def after(body: bytes) -> bytes:
-            for name in names:
-                facts.invalidate(name)
-            return body
-
-        return after
-
-
-def _no_overrides(verdict: TopicVerdict) -> TopicVerdict:
-    """Auto-creation sends no counts or configs to rewrite: a topic the policy would change is
-    denied (and created through CreateTopics instead), never created as the broker defaults."""
-    decision = verdict.decision
-    if decision is None or not decision.overrides:
-        return verdict
-    rule = decision.overrides[0].rule
-    targets = ", ".join(dict.fromkeys(o.target for o in decision.overrides))
-    message = (
-        f"[{rule}] topic {decision.topic!r}: auto-creation cannot apply the policy's overrides "
-        f"({targets}); create the topic with CreateTopics"
-    )
-    violations = (*decision.violations, Violation(rule, message))
-    denied = dataclasses.replace(decision, allowed=False, violations=violations)
-    return dataclasses.replace(verdict, decision=denied)
+        return Forward(forgetting(self._facts, missing))
 
 
 def _without_auto_create(ctx: RequestContext, request: Any) -> ForwardModified:

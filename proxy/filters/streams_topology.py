@@ -13,7 +13,6 @@ the join) goes on after a scan of its first fields.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -30,14 +29,14 @@ from kafka_policy_proxy.codec.streams_heartbeat import (
 )
 from kafka_policy_proxy.policy.builders import create_request
 from kafka_policy_proxy.policy.engine import CompiledPolicy
-from kafka_policy_proxy.policy.judge import FactQuery
+from kafka_policy_proxy.policy.judge import FactQuery, overrides_refused
 from kafka_policy_proxy.policy.judge import Verdict as TopicVerdict
-from kafka_policy_proxy.policy.model import Fact, Violation
+from kafka_policy_proxy.policy.model import Fact
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.filters.api import Answer, Filter, Forward, RequestContext, Verdict
-from kafka_policy_proxy.proxy.filters.topic_requests import policy_principal
+from kafka_policy_proxy.proxy.filters.topic_requests import forgetting, policy_principal
 
 log = structlog.get_logger("proxy.enforcement")
 
@@ -45,6 +44,9 @@ log = structlog.get_logger("proxy.enforcement")
 NAMED_IN_MESSAGE = 3
 # As guarded requests: 10 x limits.max_entries_per_request's default (the lead may pass that).
 MAX_ELEMENTS = 50_000
+# The coordinator creates what the topology declares: a topic the policy would change is denied.
+STREAMS_TOPOLOGY = "a Streams topology"
+CREATE_FIRST = "create the topic with CreateTopics first"
 
 
 class StreamsTopologyFilter(Filter):
@@ -113,7 +115,10 @@ class StreamsTopologyFilter(Filter):
             )
             for t in missing
         ]
-        verdicts = [_no_overrides(v) for v in await self._facts.judge(policy, requests)]
+        verdicts = [
+            overrides_refused(v, STREAMS_TOPOLOGY, CREATE_FIRST)
+            for v in await self._facts.judge(policy, requests)
+        ]
         written = self._recorder.record(ctx, policy.revision, verdicts)
         denied = [v for v in verdicts if v.decision is not None and not v.decision.allowed]
         if denied:
@@ -122,18 +127,7 @@ class StreamsTopologyFilter(Filter):
         if unaudited is not None:
             log.warning("streams topology refused: audit log unavailable", conn=ctx.connection_id)
             return _retry(unaudited)
-        return Forward(self._created([t.name for t in missing]))
-
-    def _created(self, names: Sequence[str]) -> Callable[[bytes], bytes]:
-        """The response hook: the coordinator may be creating these, so forget them."""
-        facts = self._facts
-
-        def after(body: bytes) -> bytes:
-            for name in names:
-                facts.invalidate(name)
-            return body
-
-        return after
+        return Forward(forgetting(self._facts, [t.name for t in missing]))
 
 
 def _or_default(count: int | None) -> int:
@@ -151,20 +145,3 @@ def _message(denied: Sequence[TopicVerdict]) -> str:
     more = len(denied) - NAMED_IN_MESSAGE
     text = "the topology's internal topics are denied by the policy: " + "; ".join(reasons)
     return text + (f"; and {more} more" if more > 0 else "")
-
-
-def _no_overrides(verdict: TopicVerdict) -> TopicVerdict:
-    """The coordinator creates what the topology declares: a topic the policy would change is
-    denied (create it with CreateTopics before the application starts)."""
-    decision = verdict.decision
-    if decision is None or not decision.overrides:
-        return verdict
-    rule = decision.overrides[0].rule
-    targets = ", ".join(dict.fromkeys(o.target for o in decision.overrides))
-    message = (
-        f"[{rule}] topic {decision.topic!r}: a Streams topology cannot apply the policy's "
-        f"overrides ({targets}); create the topic with CreateTopics first"
-    )
-    violations = (*decision.violations, Violation(rule, message))
-    denied = dataclasses.replace(decision, allowed=False, violations=violations)
-    return dataclasses.replace(verdict, decision=denied)

@@ -3,6 +3,8 @@ policy's request."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from kafka_policy_proxy.codec.topic_view import (
     AlterConfigsItem,
     AnyTopicItem,
@@ -25,6 +27,7 @@ from kafka_policy_proxy.policy.builders import (
     reassignment_request,
 )
 from kafka_policy_proxy.policy.model import ConfigChange, ConfigOp, Principal, TopicRequest
+from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.filters.api import RequestContext
 
 
@@ -101,3 +104,14 @@ def config_resource_request(
         replace=item.replace,
         validate_only=validate_only,
     )
+
+
+def forgetting(facts: LiveFacts, names: Sequence[str]) -> Callable[[bytes], bytes]:
+    """A response hook: the broker may have just created these topics, so forget them."""
+
+    def after(body: bytes) -> bytes:
+        for name in names:
+            facts.invalidate(name)
+        return body
+
+    return after
