@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
 from kafka_policy_proxy.cli.logs import configure_logging
 from kafka_policy_proxy.policy.loader import PolicyError
 from kafka_policy_proxy.proxy.config import ConfigError, load_config
+from kafka_policy_proxy.proxy.runtime.cpus import usable_cpus
 from kafka_policy_proxy.proxy.runtime.server import ProxyServer
 from kafka_policy_proxy.proxy.runtime.workers import Supervisor, report_readiness, worker_number
 
@@ -38,8 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument(
         "--workers",
         type=_workers,
-        help="processes sharing the listeners (an int, or auto = one per core); overrides the "
-        "config's `workers`",
+        help="processes sharing the listeners (an int, or auto = the CPUs this process may use: "
+        "its affinity, capped by the cgroup CPU quota); overrides the config's `workers`",
     )
     run.set_defaults(func=cmd_run)
 
@@ -54,6 +55,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     configure_logging(config.logging.level, config.logging.format)
     number = worker_number()
     workers = args.workers or config.workers
+    if workers == "auto":
+        cpus = usable_cpus()
+        workers = cpus.count
+        if number is None:
+            log.info("workers: auto", workers=workers, source=cpus.source)
     if number is None and workers > 1:
         argv = ["run", *(["--config", str(args.config)] if args.config else [])]
         return asyncio.run(Supervisor(config, workers, argv).run())
@@ -95,9 +101,9 @@ async def _serve(server: ProxyServer) -> int:
     return 0
 
 
-def _workers(text: str) -> int:
+def _workers(text: str) -> int | Literal["auto"]:
     if text == "auto":
-        return os.cpu_count() or 1
+        return "auto"
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: an integer of at least 1, or auto")
     return int(text)

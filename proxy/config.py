@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import types
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
@@ -148,12 +149,74 @@ class TlsConfig(_Section):
     principal_mapping_rules: list[str] = Field(
         default=["DEFAULT"], description="as Kafka's ssl.principal.mapping.rules, one per item"
     )
+    reload_interval_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how often the files are checked for a change, then reloaded (0: SIGHUP only)",
+    )
 
     @field_validator("principal_mapping_rules")
     @classmethod
     def _rules_parse(cls, rules: list[str]) -> list[str]:
         parse_mapping_rules(rules)  # a MappingRuleError names the rule and the reason
         return rules
+
+
+_NODE_ID = "$(nodeId)"
+_HOST_NAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*", re.IGNORECASE)
+
+
+class SniConfig(_Section):
+    """SNI routing: one TLS port; the host name a client asks for picks bootstrap or a broker.
+
+    The names follow Kroxylicious's SNI gateway (bootstrapAddress, advertisedBrokerAddressPattern).
+    """
+
+    bootstrap_address: str = Field(
+        description="host:port: clients bootstrap with this name; the proxy listens on the port"
+    )
+    advertised_broker_address_pattern: str = Field(
+        description="each broker's name, with $(nodeId) for its node id, and an optional :port "
+        "to advertise (default: the bootstrap port), e.g. broker-$(nodeId).kafka.example.com"
+    )
+
+    @field_validator("bootstrap_address")
+    @classmethod
+    def _bootstrap(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{value!r} is not host:port")
+        if not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"{host!r} is not a DNS host name (SNI carries names, not addresses)")
+        return value
+
+    @field_validator("advertised_broker_address_pattern")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":") if ":" in value else (value, "", "")
+        if sep and (not port.isdigit() or not 0 < int(port) < 65536):
+            raise ValueError(f"{value!r}: the port after ':' must be a number below 65536")
+        if host.count(_NODE_ID) != 1:
+            raise ValueError(f"{value!r}: must hold {_NODE_ID} exactly once")
+        if not _HOST_NAME.fullmatch(host.replace(_NODE_ID, "0")):
+            raise ValueError(f"{value!r} is not a DNS host name pattern")
+        return value
+
+    @property
+    def port(self) -> int:
+        """The port the SNI listener binds (the bootstrap address's)."""
+        return int(self.bootstrap_address.rpartition(":")[2])
+
+    @property
+    def bootstrap_host(self) -> str:
+        """The SNI name that reaches the bootstrap brokers."""
+        return self.bootstrap_address.rpartition(":")[0].lower()
+
+    def broker_address(self, node_id: int) -> tuple[str, int]:
+        """The host and port advertised for a node."""
+        pattern = self.advertised_broker_address_pattern
+        host, _, port = pattern.rpartition(":") if ":" in pattern else (pattern, "", "")
+        return host.replace(_NODE_ID, str(node_id)).lower(), int(port) if port else self.port
 
 
 class ListenersConfig(_Section):
@@ -166,6 +229,18 @@ class ListenersConfig(_Section):
         default=9200, description="node id N is served on broker_port_base + N"
     )
     tls: TlsConfig | None = None
+    sni: SniConfig | None = Field(
+        default=None,
+        description="one more TLS port, for bootstrap and every broker, routed by SNI host name",
+    )
+
+    @model_validator(mode="after")
+    def _sni_needs_tls(self) -> ListenersConfig:
+        if self.sni is not None and self.tls is None:
+            raise ValueError(
+                "sni: needs listeners.tls (a certificate covering the bootstrap and broker names)"
+            )
+        return self
 
 
 class UpstreamTlsConfig(_SecretsSection):
@@ -186,6 +261,11 @@ class UpstreamTlsConfig(_SecretsSection):
     )
     key_password_file: Path | None = None
     min_version: Literal["TLSv1.2", "TLSv1.3"] = "TLSv1.2"
+    reload_interval_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how often the files are checked for a change, then reloaded (0: SIGHUP only)",
+    )
 
     @model_validator(mode="after")
     def _cert_with_key(self) -> UpstreamTlsConfig:
@@ -472,12 +552,6 @@ class AdminConfig(_Section):
     )
 
 
-def _workers(value: Any) -> Any:
-    if value == "auto":
-        return os.cpu_count() or 1
-    return _int_text(value)
-
-
 class LoggingConfig(_Section):
     """Log level and format (json when stderr is not a terminal, unless set)."""
 
@@ -501,11 +575,16 @@ class ProxyConfig(BaseSettings):
     audit: AuditConfig = AuditConfig()
     logging: LoggingConfig = LoggingConfig()
     admin: AdminConfig = AdminConfig()
+    # "auto" stays as written: `run` resolves it (proxy/runtime/cpus.py) and logs the figure.
     workers: Annotated[
-        int,
-        BeforeValidator(_workers),
+        Annotated[int, Field(ge=1, le=256)] | Literal["auto"],
+        BeforeValidator(_int_text),
         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"const": "auto"}]}),
-    ] = Field(default=1, ge=1, le=256, description="processes sharing the listeners; auto = cores")
+    ] = Field(
+        default=1,
+        description="processes sharing the listeners; auto = the CPUs the process may use "
+        "(its CPU affinity, capped by the cgroup CPU quota, rounded up)",
+    )
     shutdown_timeout_s: float = Field(default=30.0, ge=0)
 
     @classmethod
