@@ -61,6 +61,22 @@ CLUSTER_STATE_IDS_NOT_READ = Counter(
     "Topic ids answered UNKNOWN_TOPIC_ID without a read, by why",
     ["reason"],
 )  # over_cap | known_unknown
+OAUTH_TOKEN_FETCHES = Counter(
+    "kpp_oauth_token_fetches",
+    "OAUTHBEARER tokens the proxy asked its token endpoint for, ok or failed",
+    ["result"],
+)  # ok | error
+OAUTH_TOKEN_EXPIRY = Gauge(
+    "kpp_oauth_token_expiry_timestamp_seconds",
+    "Expiry (Unix time) of the OAUTHBEARER token the proxy's own connections use",
+    multiprocess_mode="livemin",  # the worker whose token expires first
+)
+SASL_REAUTHENTICATIONS = Counter(
+    "kpp_cluster_state_reauthentications",
+    "KIP-368 re-authentications of the proxy's own connections before the broker's session "
+    "expiry, ok or failed",
+    ["result"],
+)  # ok | error
 UPSTREAM_CONNECT_FAILURES = Counter(
     "kpp_upstream_connect_failures",
     "Client connections that could not reach their broker, by listener",

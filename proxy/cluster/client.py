@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import hmac
 import itertools
+import random
 import secrets
 import ssl
 from dataclasses import dataclass, field
@@ -17,8 +18,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from kafka_policy_proxy.codec import oauthbearer_client
 from kafka_policy_proxy.codec.header import request_header, response_header_size
 from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
+from kafka_policy_proxy.proxy.kafka_client.token_source import TokenSource, TokenUnavailable
+from kafka_policy_proxy.proxy.metrics import SASL_REAUTHENTICATIONS
 from kafka_policy_proxy.proxy.tls.broker_side import explain, not_tls
 
 CLIENT_ID = "kafka-policy-proxy"
@@ -44,6 +48,13 @@ class SaslCredentials:
             raise ValueError(
                 f"unsupported SASL mechanism {self.mechanism!r}; use one of {SASL_MECHANISMS}"
             )
+
+
+# How the proxy logs in to the brokers: a password (PLAIN, SCRAM) or OAUTHBEARER tokens.
+SaslLogin = SaslCredentials | TokenSource
+# KIP-368: re-authenticate at 85-95% of the session lifetime the broker grants, as Kafka's
+# clients do, so a session never expires under a request.
+REAUTH_WINDOW = (0.85, 0.95)
 
 
 class ScramClient:
@@ -124,6 +135,9 @@ class KafkaClient:
         self._address = address
         self._tls = tls
         self._answered = False
+        self._sasl: SaslLogin | None = None
+        self._reauth_at: float | None = None  # loop time; None: the broker set no session limit
+        self._session_expiry: float | None = None
 
     @classmethod
     async def connect(
@@ -131,7 +145,7 @@ class KafkaClient:
         host: str,
         port: int,
         deadline: float,
-        sasl: SaslCredentials | None = None,
+        sasl: SaslLogin | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> KafkaClient:
         """Connect to host:port (over TLS if `tls`), authenticate if `sasl`; each request gets
@@ -156,10 +170,31 @@ class KafkaClient:
                 raise
         return client
 
+    @property
+    def session_expired(self) -> bool:
+        """The broker's session limit (KIP-368) has passed: it will close the connection."""
+        expiry = self._session_expiry
+        return expiry is not None and asyncio.get_running_loop().time() >= expiry
+
     async def request(self, message: Any) -> Any:
-        """Send one kio request message and return the decoded response."""
+        """Send one kio request message and return the decoded response (re-authenticating
+        first when the session nears the limit the broker set)."""
+        async with self._lock:
+            reauth_at = self._reauth_at
+            if reauth_at is not None and asyncio.get_running_loop().time() >= reauth_at:
+                assert self._sasl is not None
+                try:
+                    await self._authenticate(self._sasl)
+                except BaseException:
+                    SASL_REAUTHENTICATIONS.labels(result="error").inc()
+                    raise
+                SASL_REAUTHENTICATIONS.labels(result="ok").inc()
+            return await self._exchange(message)
+
+    async def _exchange(self, message: Any) -> Any:
+        """One request and its response; the caller holds the lock."""
         key, version = int(message.__api_key__), int(message.__version__)
-        async with self._lock, asyncio.timeout(self._deadline):
+        async with asyncio.timeout(self._deadline):
             correlation_id = next(self._ids)
             body = request_header(key, version, correlation_id, CLIENT_ID) + encode(message)
             try:
@@ -194,24 +229,46 @@ class KafkaClient:
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
 
-    async def _authenticate(self, sasl: SaslCredentials) -> None:
-        handshake = await self.request(SaslHandshakeRequest(mechanism=sasl.mechanism))
+    async def _authenticate(self, sasl: SaslLogin) -> None:
+        self._sasl = sasl
+        handshake = await self._exchange(SaslHandshakeRequest(mechanism=sasl.mechanism))
         if handshake.error_code is not ErrorCode.none:
             raise SaslAuthenticationError(
                 f"broker refused SASL mechanism {sasl.mechanism} ({handshake.error_code.name}); "
                 f"it offers {', '.join(handshake.mechanisms) or 'none'}"
             )
-        if sasl.mechanism == "PLAIN":
+        if isinstance(sasl, TokenSource):
+            await self._oauthbearer(sasl)
+        elif sasl.mechanism == "PLAIN":
             await self._sasl_step(f"\0{sasl.username}\0{sasl.password}".encode())
-            return
-        scram = ScramClient(sasl.mechanism, sasl.username, sasl.password)
-        server_first = await self._sasl_step(scram.first_message())
-        server_final = await self._sasl_step(scram.final_message(server_first))
-        scram.verify_server_final(server_final)
+        else:
+            scram = ScramClient(sasl.mechanism, sasl.username, sasl.password)
+            server_first = await self._sasl_step(scram.first_message())
+            server_final = await self._sasl_step(scram.final_message(server_first))
+            scram.verify_server_final(server_final)
+
+    async def _oauthbearer(self, tokens: TokenSource) -> None:
+        try:
+            token = await tokens.token()
+        except TokenUnavailable as exc:
+            raise SaslAuthenticationError(str(exc)) from None
+        message = oauthbearer_client.initial_response(token, tokens.settings.extensions)
+        challenge = await self._sasl_step(message)
+        if challenge:
+            # RFC 7628 3.2.3: acknowledge the error challenge; the broker then fails the exchange.
+            reason = oauthbearer_client.error_status(challenge)
+            with contextlib.suppress(SaslAuthenticationError):
+                await self._sasl_step(oauthbearer_client.ERROR_ACKNOWLEDGEMENT)
+            raise SaslAuthenticationError(f"SASL authentication failed: the broker says {reason}")
 
     async def _sasl_step(self, auth_bytes: bytes) -> bytes:
-        response = await self.request(SaslAuthenticateRequest(auth_bytes=auth_bytes))
+        response = await self._exchange(SaslAuthenticateRequest(auth_bytes=auth_bytes))
         if response.error_code is not ErrorCode.none:
             detail = response.error_message or response.error_code.name
             raise SaslAuthenticationError(f"SASL authentication failed: {detail}")
+        lifetime = response.session_lifetime.total_seconds()
+        if lifetime > 0:
+            now = asyncio.get_running_loop().time()
+            self._reauth_at = now + lifetime * random.uniform(*REAUTH_WINDOW)
+            self._session_expiry = now + lifetime
         return bytes(response.auth_bytes)

@@ -17,7 +17,7 @@ from kafka_policy_proxy.codec.errors import CodecError
 from kafka_policy_proxy.proxy.cluster.client import (
     KafkaClient,
     SaslAuthenticationError,
-    SaslCredentials,
+    SaslLogin,
 )
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
 from kafka_policy_proxy.proxy.metrics import (
@@ -37,7 +37,7 @@ class ClusterConnection:
         bootstrap: Sequence[tuple[str, int]],
         *,
         request_timeout_s: float = 10.0,
-        sasl: SaslCredentials | None = None,
+        sasl: SaslLogin | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         if not bootstrap:
@@ -101,6 +101,10 @@ class ClusterConnection:
     async def connected(self) -> KafkaClient:
         """The open connection, or a new one to the next server that answers."""
         async with self._connect_lock:
+            if self._client is not None and self._client.session_expired:
+                # Idle past the broker's session limit (KIP-368): the broker closes it on the
+                # next request, so start afresh instead of failing one.
+                await self._disconnect(self._client)
             if self._client is not None:
                 return self._client
             failures = []

@@ -13,7 +13,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator, Sequence
 
-from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.client import SaslLogin
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
 
 # Keys (topics, ids, resources) up to which a read counts as small.
@@ -29,7 +29,7 @@ class ConnectionPool:
         size: int = 2,
         *,
         request_timeout_s: float = 10.0,
-        sasl: SaslCredentials | None = None,
+        sasl: SaslLogin | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         if size < 1:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, Fact, TopicState
-from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.client import SaslLogin
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
 from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery
 from kafka_policy_proxy.proxy.cluster.fact_cache import (
@@ -78,7 +78,7 @@ class ClusterStateReader:
         *,
         ttl_s: float = 5.0,
         request_timeout_s: float = 10.0,
-        sasl: SaslCredentials | None = None,
+        sasl: SaslLogin | None = None,
         tls: ssl.SSLContext | None = None,
         discovery: BrokerDiscovery | None = None,
         applied_wait_s: float = APPLIED_WAIT_S,

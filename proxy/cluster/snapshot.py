@@ -9,6 +9,7 @@ written before the next page is fetched, so memory does not grow with the number
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from kafka_policy_proxy.policy.model import ConfigMap, Fact, TopicState
-from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
+from kafka_policy_proxy.proxy.cluster.client import SaslLogin
 from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
 from kafka_policy_proxy.proxy.cluster.requests import (
     kafka_error,
@@ -75,7 +76,8 @@ async def write_snapshot(
     bootstrap_servers: str,
     out: TextIO,
     *,
-    sasl: SaslCredentials | None = None,
+    sasl: SaslLogin | None = None,
+    tls: ssl.SSLContext | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     partition_page: int = PARTITION_PAGE,
     config_batch: int = CONFIG_BATCH,
@@ -87,7 +89,7 @@ async def write_snapshot(
     DescribeTopicPartitions (as for older brokers).
     """
     reader = ClusterStateReader(
-        parse_bootstrap(bootstrap_servers), request_timeout_s=timeout_s, sasl=sasl
+        parse_bootstrap(bootstrap_servers), request_timeout_s=timeout_s, sasl=sasl, tls=tls
     )
     try:
         taken_at = datetime.now(UTC)
