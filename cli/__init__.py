@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kafka_policy_proxy import __version__
 from kafka_policy_proxy.cli import (
     config_command,
     pipeline_command,
@@ -31,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafka-policy-proxy",
         description="A Kafka wire-protocol proxy that enforces topic-management policies.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_command.add_parser(commands)

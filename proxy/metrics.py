@@ -8,10 +8,12 @@ there, which the supervisor's /metrics adds up (hence no Info metric, and a mode
 from __future__ import annotations
 
 import functools
+import platform
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from kafka_policy_proxy import __version__
 from kafka_policy_proxy.codec.api_versions import proxy_range
 from kafka_policy_proxy.codec.errors import api_name
 
@@ -83,6 +85,33 @@ UPSTREAM_CONNECT_FAILURES = Counter(
     ["listener"],
 )
 POLICY_RELOADS = Counter("kpp_policy_reloads", "Policy reloads, ok or failed", ["result"])
+POLICY_RELOAD_SUCCESS_TIME = Gauge(
+    "kpp_policy_reload_last_success_timestamp_seconds",
+    "When (Unix time) the policy in force was loaded: at start, or by the last reload that "
+    "succeeded",
+    multiprocess_mode="livemin",  # the worker that is furthest behind
+)
+POLICY_RELOAD_SUCCESSFUL = Gauge(
+    "kpp_policy_last_reload_successful",
+    "1 if the last load of the policy file succeeded, 0 while a refused file is in place",
+    multiprocess_mode="livemin",
+)
+TLS_RELOADS = Counter(
+    "kpp_tls_reloads",
+    "TLS certificate reloads (a file changed, or SIGHUP), ok or failed, by side",
+    ["side", "result"],
+)  # side: listener | sni | upstream; result: ok | failed
+TLS_CERTIFICATE_EXPIRY = Gauge(
+    "kpp_tls_certificate_expiry_timestamp_seconds",
+    "notAfter of the certificate in use (Unix time), by side: alert well before it",
+    ["side"],
+    multiprocess_mode="min",
+)  # side: listener | sni | upstream
+SNI_REFUSED = Counter(
+    "kpp_sni_refused",
+    "TLS handshakes on the SNI port refused with unrecognized_name, by reason",
+    ["reason"],
+)  # no_sni | unknown_name
 POLICY_INFO = Gauge(
     "kpp_policy_info",
     "1 for the revision of the policy in force",
@@ -144,6 +173,14 @@ BUFFERED_BYTES = Gauge(
     "Bytes charged to the memory budget: buffered, and reserved for request frames being read",
     multiprocess_mode="livesum",
 )
+
+BUILD_INFO = Gauge(
+    "kpp_build_info",
+    "Always 1; the labels say which version of the proxy runs, on which Python",
+    ["version", "python"],
+    multiprocess_mode="livemax",
+)
+BUILD_INFO.labels(version=__version__, python=platform.python_version()).set(1)
 
 _live_revision: list[str] = []
 

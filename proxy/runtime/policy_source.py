@@ -13,7 +13,12 @@ import structlog
 
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.loader import PolicyError, load_policy
-from kafka_policy_proxy.proxy.metrics import POLICY_RELOADS, policy_revision
+from kafka_policy_proxy.proxy.metrics import (
+    POLICY_RELOAD_SUCCESS_TIME,
+    POLICY_RELOAD_SUCCESSFUL,
+    POLICY_RELOADS,
+    policy_revision,
+)
 
 log = structlog.get_logger("proxy.policy")
 # Longer than any judgement takes (cluster-state reads time out well within it).
@@ -68,9 +73,12 @@ class PolicySource:
             text = self._last_good.read_text()
             policy = load_policy(text, str(self.path), base_dir=self.path.parent)
             # The refused file is not retried until it changes, as on a reload.
+            stamp = None
             with contextlib.suppress(OSError):
-                return self._install(policy, self._file_stamp())
-            return self._install(policy, None)
+                stamp = self._file_stamp()
+            installed = self._install(policy, stamp)
+            POLICY_RELOAD_SUCCESSFUL.set(0)  # the file in place is still refused
+            return installed
 
     def _keep_last_good(self, text: str) -> None:
         if self._last_good is None:
@@ -92,6 +100,8 @@ class PolicySource:
         if old is not None:
             self._retired.append((now, old))
         policy_revision(policy.revision)
+        POLICY_RELOAD_SUCCESS_TIME.set(time.time())
+        POLICY_RELOAD_SUCCESSFUL.set(1)
         log.info(
             "policy loaded",
             file=str(self.path),
@@ -112,6 +122,7 @@ class PolicySource:
             with contextlib.suppress(OSError):
                 self._stamp = self._file_stamp()
             POLICY_RELOADS.labels(result="failed").inc()
+            POLICY_RELOAD_SUCCESSFUL.set(0)
             log.error(
                 "policy reload refused; the previous policy stays in force",
                 file=str(self.path),
