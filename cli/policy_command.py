@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -26,7 +27,13 @@ from kafka_policy_proxy.policy.offline.scenario import (
     resource_key,
 )
 from kafka_policy_proxy.policy.offline.snapshot_format import SnapshotError, parse_snapshot
-from kafka_policy_proxy.policy.offline.suite import run_suite
+from kafka_policy_proxy.policy.offline.suite import CaseResult, run_suite
+from kafka_policy_proxy.policy.offline.suite_report import (
+    FORMATS,
+    json_report,
+    junit_report,
+    tap_report,
+)
 
 OK, DENIED, INVALID = 0, 1, 2
 
@@ -65,6 +72,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     test.add_argument("file", type=Path, help="the policy file")
     test.add_argument("cases", type=Path, help="the test cases file")
     test.add_argument("-v", "--verbose", action="store_true", help="show every decision")
+    test.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="the report: text (default), junit (JUnit XML), json (one object per case) or tap "
+        "(TAP version 14), for a CI system to show each case",
+    )
+    test.add_argument(
+        "--output",
+        type=Path,
+        help="write the report to this file; the text report then goes to stdout",
+    )
     _no_plugins(test)
     test.set_defaults(func=cmd_test)
 
@@ -243,6 +262,38 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
         results = run_suite(policy, suite)
     finally:
         policy.close()
+    if args.format != "text" or args.output is not None:
+        _write_report(args, results, out)
+        if args.output is None:
+            return _exit_code(results)
+    return _text_report(args, results, out)
+
+
+def _write_report(args: argparse.Namespace, results: list[CaseResult], out: TextIO) -> None:
+    if args.format == "junit":
+        report = junit_report(results, str(args.cases))
+    elif args.format == "json":
+        report = json_report(results)
+    elif args.format == "tap":
+        report = tap_report(results)
+    else:
+        text = io.StringIO()
+        _text_report(args, results, text)
+        report = text.getvalue()
+    if args.output is None:
+        print(report, end="", file=out)
+        return
+    try:
+        args.output.write_text(report, encoding="utf-8")
+    except OSError as exc:
+        raise _InputError(f"{args.output}: cannot write: {exc.strerror}") from exc
+
+
+def _exit_code(results: list[CaseResult]) -> int:
+    return OK if all(r.passed for r in results) else DENIED
+
+
+def _text_report(args: argparse.Namespace, results: list[CaseResult], out: TextIO) -> int:
     failed = 0
     for result in results:
         print(f"{'PASS' if result.passed else 'FAIL'}  {result.name}", file=out)
@@ -255,7 +306,7 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"      {line}", file=out)
         failed += not result.passed
     print(f"{len(results) - failed} passed, {failed} failed", file=out)
-    return OK if not failed else DENIED
+    return _exit_code(results)
 
 
 def _schema(args: argparse.Namespace, out: TextIO) -> int:

@@ -3,6 +3,7 @@ with what the case expects of each topic and each other config resource."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
@@ -19,13 +20,15 @@ from kafka_policy_proxy.policy.offline.scenario import (
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
-    """A test case's outcome: the failures (empty when it passed) and the decisions, of the
-    topics and of the other config resources."""
+    """A test case's outcome: the failures (empty when it passed), the decisions, of the
+    topics and of the other config resources, what the case expected, and how long it took."""
 
     name: str
     failures: tuple[str, ...]
     decisions: tuple[Decision, ...]
     resources: tuple[BrokerConfigDecision, ...]
+    expected: dict[str, Expectation]
+    seconds: float
 
     @property
     def passed(self) -> bool:
@@ -37,6 +40,7 @@ def run_suite(policy: CompiledPolicy, suite: Suite) -> list[CaseResult]:
     """Run every case of a suite against a policy."""
     results = []
     for case in suite.cases:
+        started = time.perf_counter()
         cluster = (case.cluster or suite.cluster).build()
         verdicts = evaluate_spec(policy, case.request, cluster)
         decisions = [v.decision for v in verdicts if v.decision is not None]
@@ -52,7 +56,16 @@ def run_suite(policy: CompiledPolicy, suite: Suite) -> list[CaseResult]:
                 )
                 continue
             failures += _compare(key, expected, decision)
-        results.append(CaseResult(case.name, tuple(failures), tuple(decisions), tuple(resources)))
+        results.append(
+            CaseResult(
+                case.name,
+                tuple(failures),
+                tuple(decisions),
+                tuple(resources),
+                case.expect,
+                time.perf_counter() - started,
+            )
+        )
     return results
 
 
