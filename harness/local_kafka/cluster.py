@@ -70,11 +70,19 @@ class LocalKafka:
         extra_jars: Sequence[Path] = (),
         light_jvm: bool = False,
         relay_ports: Mapping[int, int] | None = None,
+        port_stride: int = 100,
+        jvm_opts: Sequence[str] = (),
     ) -> None:
-        if not 1 <= brokers <= MAX_NODE_ID:
-            raise ValueError(f"brokers must be between 1 and {MAX_NODE_ID}")
-        if not 1024 <= port_base <= 65535 - 700:
-            raise ValueError("port_base must leave room for base..base+699 in 1024..65535")
+        if not 1 <= brokers <= min(MAX_NODE_ID, port_stride):
+            raise ValueError(f"brokers must be between 1 and {min(MAX_NODE_ID, port_stride)}")
+        if not 1024 <= port_base <= 65535 - 7 * port_stride:
+            raise ValueError(
+                f"port_base must leave room for base..base+{7 * port_stride - 1} in 1024..65535"
+            )
+        # Ports per kind of listener: node N's SASL port is base + stride + N - 1, and so on.
+        self.port_stride = port_stride
+        # JVM options added to every node's (e.g. -D system properties a listener needs).
+        self.jvm_opts: list[str] = list(jvm_opts)
         self.directory = Path(directory).resolve()
         self.port_base = port_base
         self.kafka_version = kafka_version or default_kafka_version()
@@ -117,6 +125,8 @@ class LocalKafka:
             self.cluster_id = state.get("cluster_id")
             return
         self.port_base = int(state["port_base"])
+        self.port_stride = int(state.get("port_stride", 100))
+        self.jvm_opts = [str(o) for o in state.get("jvm_opts", [])]
         self.kafka_version = str(state["kafka_version"])
         self.cluster_id = str(state["cluster_id"])
         self.broker_props = dict(state.get("broker_props", {}))
@@ -131,6 +141,8 @@ class LocalKafka:
             "kafka_version": self.kafka_version,
             "cluster_id": self.cluster_id,
             "port_base": self.port_base,
+            "port_stride": self.port_stride,
+            "jvm_opts": self.jvm_opts,
             "bootstrap_servers": self.bootstrap_servers,
             "sasl_bootstrap_servers": self.sasl_bootstrap_servers,
             "broker_props": self.broker_props,
@@ -160,11 +172,11 @@ class LocalKafka:
     @property
     def controller_port(self) -> int:
         """The port of the single KRaft controller (node 1)."""
-        return controller_port_of(self.port_base)
+        return controller_port_of(self.port_base, self.port_stride)
 
     def relay_listener_port(self, node_id: int) -> int:
         """The port of a node's RELAY listener (only with `relay_ports`)."""
-        return self.port_base + 600 + node_id - 1
+        return self.port_base + 6 * self.port_stride + node_id - 1
 
     @property
     def bootstrap_servers(self) -> str:
@@ -206,7 +218,7 @@ class LocalKafka:
     def all_broker_ports(self) -> set[int]:
         """Every port a node listens (or, before `up`, will listen) on: client, SASL, controller."""
         nodes = self._nodes.values() or [
-            plan_node(i, self.port_base, self.advertise_ports)
+            plan_node(i, self.port_base, self.advertise_ports, self.port_stride)
             for i in range(1, self._initial_brokers + 1)
         ]
         return {port for node in nodes for port in node.ports}
@@ -251,7 +263,7 @@ class LocalKafka:
         started = time.monotonic()
         java = java_executable()
         nodes = [
-            plan_node(i, self.port_base, self.advertise_ports)
+            plan_node(i, self.port_base, self.advertise_ports, self.port_stride)
             for i in range(1, self._initial_brokers + 1)
         ]
         check_ports_free([port for node in nodes for port in node.ports])
@@ -284,7 +296,7 @@ class LocalKafka:
         node_id = max(self._nodes) + 1
         if node_id > MAX_NODE_ID:
             raise LocalKafkaError(f"at most {MAX_NODE_ID} nodes are supported")
-        node = plan_node(node_id, self.port_base, self.advertise_ports)
+        node = plan_node(node_id, self.port_base, self.advertise_ports, self.port_stride)
         check_ports_free(node.ports)
         java = java_executable()
         libs = ensure_jars(self.kafka_version)
@@ -384,7 +396,9 @@ class LocalKafka:
 
     def _start(self, java: str, libs: Path, node: Node) -> None:
         opts = LIGHT_BROKER_JVM_OPTS if self.light_jvm else BROKER_JVM_OPTS
-        proc = start_node(java, self._node_classpath(libs), self.directory, node, opts)
+        proc = start_node(
+            java, self._node_classpath(libs), self.directory, node, [*opts, *self.jvm_opts]
+        )
         self._procs[node.node_id] = proc
         node.pid = proc.pid
 

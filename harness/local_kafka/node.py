@@ -71,23 +71,26 @@ class Node:
         )
 
 
-def controller_port_of(port_base: int) -> int:
+def controller_port_of(port_base: int, stride: int = 100) -> int:
     """The single KRaft controller's port (node 1's)."""
-    return port_base + 200
+    return port_base + 2 * stride
 
 
-def plan_node(node_id: int, port_base: int, advertise_ports: Mapping[int, int]) -> Node:
-    """Node `node_id`'s ports, from the cluster's port base (see `local-kafka --help`)."""
+def plan_node(
+    node_id: int, port_base: int, advertise_ports: Mapping[int, int], stride: int = 100
+) -> Node:
+    """Node `node_id`'s ports, from the cluster's port base (see `local-kafka --help`); each
+    kind of listener takes a block of `stride` ports (a small stride packs a small cluster)."""
     port = port_base + node_id - 1
     return Node(
         node_id=node_id,
         port=port,
-        sasl_port=port_base + 100 + node_id - 1,
-        controller_port=controller_port_of(port_base) if node_id == 1 else None,
+        sasl_port=port + stride,
+        controller_port=controller_port_of(port_base, stride) if node_id == 1 else None,
         advertised_port=advertise_ports.get(node_id, port),
-        ssl_port=port_base + 300 + node_id - 1,
-        sasl_ssl_port=port_base + 400 + node_id - 1,
-        mtls_port=port_base + 500 + node_id - 1,
+        ssl_port=port + 3 * stride,
+        sasl_ssl_port=port + 4 * stride,
+        mtls_port=port + 5 * stride,
     )
 
 
