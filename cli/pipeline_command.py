@@ -13,7 +13,11 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kafka_policy_proxy.proxy.kafka_client.java_client import consumer_options
+from kafka_policy_proxy.proxy.kafka_client.security import ClientSecurity, load_client_security
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,7 +87,14 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a Kafka consumer setting, repeatable (security.protocol=SASL_SSL, ...)",
+        help="a Kafka consumer setting, repeatable (max.poll.records=500, ...); security "
+        "settings go in --command-config",
+    )
+    ingest.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="Kafka client properties for the audit topic's cluster, as `snapshot` takes them",
     )
     ingest.add_argument(
         "--lake", required=True, metavar="DIR", help="the lake's root directory or URI"
@@ -187,11 +198,16 @@ def _ingest(args: argparse.Namespace) -> int:
     if not args.bootstrap_server:
         print("kafka-policy-proxy: ingest --topic needs --bootstrap-server", file=sys.stderr)
         return EXIT_USAGE
-    bad = [item for item in args.kafka_option if not item.partition("=")[0] or "=" not in item]
-    if bad:
-        print(f"kafka-policy-proxy: --kafka-option {bad[0]!r}: expected KEY=VALUE", file=sys.stderr)
+    try:
+        security = (
+            ClientSecurity()
+            if args.command_config is None
+            else load_client_security(args.command_config)
+        )
+        kafka = consumer_options(security, args.kafka_option)
+    except ValueError as exc:
+        print(f"kafka-policy-proxy: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    kafka = dict(item.partition("=")[::2] for item in args.kafka_option)
     # Spark's Kafka source of the same version, resolved from Maven; without pyspark, _job
     # says which extra is missing.
     with contextlib.suppress(PackageNotFoundError):

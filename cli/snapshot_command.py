@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
-from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
-from kafka_policy_proxy.proxy.cluster.command_config import load_command_config
+from kafka_policy_proxy.proxy.cluster.client import SaslLogin
+from kafka_policy_proxy.proxy.cluster.login import sasl_login, tls_of
 from kafka_policy_proxy.proxy.cluster.snapshot import (
     DEFAULT_TIMEOUT_S,
     parse_bootstrap,
     write_snapshot,
 )
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.kafka_client.security import ClientSecurity, load_client_security
 
 OK, UNAVAILABLE, INVALID = 0, 1, 2
 
@@ -59,9 +61,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--command-config",
         type=Path,
         metavar="FILE",
-        help="client settings as Kafka's CLI tools take them (.properties): security.protocol "
-        "PLAINTEXT or SASL_PLAINTEXT, sasl.mechanism PLAIN or SCRAM-SHA-256/512, sasl.jaas.config "
-        "with username and password",
+        help="Kafka client properties, as Kafka's CLI tools take them: security.protocol "
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; ssl.truststore.*/ssl.keystore.* of type PEM "
+        "or PKCS12; sasl.mechanism PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER with sasl.jaas.config; "
+        "secrets as ${file:PATH:KEY}, ${dir:DIR:FILE} or ${env:NAME} (docs/operations.md)",
     )
     parser.add_argument(
         "--out", required=True, metavar="PATH", help="the snapshot file; '-' for stdout"
@@ -90,11 +93,17 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     """Run `snapshot`: 0 written, 1 the cluster could not be read, 2 bad arguments or config."""
     try:
         parse_bootstrap(args.bootstrap_server)
-        sasl = None if args.command_config is None else load_command_config(args.command_config)
+        security = (
+            ClientSecurity()
+            if args.command_config is None
+            else load_client_security(args.command_config)
+        )
+        # Built here, so that a key that does not fit its certificate is a config error (2).
+        connect = Connect(sasl_login(security), tls_of(security))
     except ValueError as exc:
         return _fail(str(exc), INVALID)
     if args.out == "-":
-        return _snapshot_to(args, sasl, sys.stdout, "stdout")
+        return _snapshot_to(args, connect, sys.stdout, "stdout")
     target = Path(args.out)
     partial = target.with_name(f"{target.name}.tmp")
     try:
@@ -103,7 +112,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         return _fail(f"cannot write {partial}: {exc.strerror}", INVALID)
     try:
         with out:
-            code = _snapshot_to(args, sasl, out, str(target))
+            code = _snapshot_to(args, connect, out, str(target))
         if code == OK:
             partial.replace(target)
     finally:
@@ -112,12 +121,23 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return code
 
 
-def _snapshot_to(
-    args: argparse.Namespace, sasl: SaslCredentials | None, out: TextIO, name: str
-) -> int:
+class Connect(NamedTuple):
+    """How `snapshot` logs in to the brokers and speaks TLS to them (from --command-config)."""
+
+    sasl: SaslLogin | None
+    tls: ssl.SSLContext | None
+
+
+def _snapshot_to(args: argparse.Namespace, connect: Connect, out: TextIO, name: str) -> int:
     try:
         count = asyncio.run(
-            write_snapshot(args.bootstrap_server, out, sasl=sasl, timeout_s=args.timeout)
+            write_snapshot(
+                args.bootstrap_server,
+                out,
+                sasl=connect.sasl,
+                tls=connect.tls,
+                timeout_s=args.timeout,
+            )
         )
         out.flush()
     except ClusterStateUnavailable as exc:

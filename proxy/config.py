@@ -14,6 +14,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    IPvAnyNetwork,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -219,6 +220,11 @@ class SniConfig(_Section):
         return host.replace(_NODE_ID, str(node_id)).lower(), int(port) if port else self.port
 
 
+def _off(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` as false.
+    return "off" if value is False else value
+
+
 class ListenersConfig(_Section):
     """Where the proxy listens, and the address it tells clients to use."""
 
@@ -233,6 +239,28 @@ class ListenersConfig(_Section):
         default=None,
         description="one more TLS port, for bootstrap and every broker, routed by SNI host name",
     )
+    proxy_protocol: Annotated[Literal["off", "required"], BeforeValidator(_off)] = Field(
+        default="off",
+        description="required: every connection to every listener starts with a PROXY protocol "
+        "v1 or v2 header (HAProxy send-proxy, an NLB's proxy protocol), whose client address "
+        "the logs, the audit and the per-client limits use; one without it is closed. Reach "
+        "such a port only through the load balancer: whoever connects directly can name any "
+        "address",
+    )
+    proxy_protocol_timeout_s: float = Field(
+        default=5.0, gt=0, description="a connection without a whole PROXY header by then is closed"
+    )
+    proxy_protocol_allowed_peers: list[IPvAnyNetwork] = Field(
+        default=[],
+        description="with proxy_protocol: required, the load balancers' addresses (CIDRs): a "
+        "connection from any other peer is closed before its header is read; empty: any peer",
+    )
+
+    @model_validator(mode="after")
+    def _peers_need_proxy_protocol(self) -> ListenersConfig:
+        if self.proxy_protocol_allowed_peers and self.proxy_protocol != "required":
+            raise ValueError("proxy_protocol_allowed_peers: needs proxy_protocol: required")
+        return self
 
     @model_validator(mode="after")
     def _sni_needs_tls(self) -> ListenersConfig:
@@ -284,6 +312,19 @@ class UpstreamConfig(_Section):
     tls: UpstreamTlsConfig | None = Field(
         default=None, description="absent: plaintext to the brokers"
     )
+    client_properties: Path | None = Field(
+        default=None,
+        description="a Kafka client .properties file (security.protocol, ssl.*, sasl.*; secrets "
+        "as ${file:...}, ${dir:...} or ${env:...}) for every connection the proxy makes to the "
+        "cluster, its TLS also for relayed client connections; instead of upstream.tls and "
+        "cluster_state.sasl",
+    )
+
+    @model_validator(mode="after")
+    def _one_spelling_of_tls(self) -> UpstreamConfig:
+        if self.client_properties is not None and self.tls is not None:
+            raise ValueError("set upstream.client_properties or upstream.tls, not both")
+        return self
 
 
 _FRAME_DEFAULT = 100 * 1024 * 1024
@@ -586,6 +627,15 @@ class ProxyConfig(BaseSettings):
         "(its CPU affinity, capped by the cgroup CPU quota, rounded up)",
     )
     shutdown_timeout_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_spelling_of_sasl(self) -> ProxyConfig:
+        if self.upstream.client_properties is not None and self.cluster_state.sasl is not None:
+            raise ValueError(
+                "set upstream.client_properties or cluster_state.sasl, not both (the properties "
+                "file holds the SASL login: sasl.mechanism and sasl.jaas.config)"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

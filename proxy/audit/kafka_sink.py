@@ -17,6 +17,8 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError
 from kafka_policy_proxy.proxy.config import ProxyConfig
+from kafka_policy_proxy.proxy.kafka_client.librdkafka import librdkafka_config
+from kafka_policy_proxy.proxy.kafka_client.security import ClientSecurity
 from kafka_policy_proxy.proxy.metrics import AUDIT_BYTES, AUDIT_EVENTS
 
 log = structlog.get_logger("proxy.audit.kafka_sink")
@@ -27,8 +29,9 @@ _POLL_INTERVAL_S = 0.01
 CLOSE_TIMEOUT_S = 5.0
 
 
-def producer_settings(config: ProxyConfig) -> dict[str, Any]:
-    """librdkafka settings for the audit topic: its brokers, with the proxy's own security."""
+def producer_settings(config: ProxyConfig, security: ClientSecurity) -> dict[str, Any]:
+    """librdkafka settings for the audit topic: its brokers, with the proxy's own security
+    (upstream.client_properties, or upstream.tls and cluster_state.sasl)."""
     audit = config.audit.kafka
     assert audit is not None
     servers = audit.bootstrap_servers or config.upstream.bootstrap_servers
@@ -42,27 +45,7 @@ def producer_settings(config: ProxyConfig) -> dict[str, Any]:
         "message.timeout.ms": int(audit.delivery_timeout_s * 1000),
         "log_level": 3,
     }
-    tls, sasl = config.upstream.tls, config.cluster_state.sasl
-    if tls is not None:
-        settings["ssl.endpoint.identification.algorithm"] = (
-            "https" if tls.check_hostname else "none"
-        )
-        if tls.ca_file is not None:
-            settings["ssl.ca.location"] = str(tls.ca_file)
-        if tls.cert_file is not None and tls.key_file is not None:
-            settings["ssl.certificate.location"] = str(tls.cert_file)
-            settings["ssl.key.location"] = str(tls.key_file)
-        if tls.key_password is not None:
-            settings["ssl.key.password"] = tls.key_password.get_secret_value()
-    if sasl is not None:
-        settings |= {
-            "sasl.mechanisms": sasl.mechanism,
-            "sasl.username": sasl.username,
-            "sasl.password": sasl.password.get_secret_value(),
-        }
-    protocol = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
-    settings["security.protocol"] = protocol
-    return settings
+    return settings | librdkafka_config(security)
 
 
 def envelope(record: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -84,12 +67,12 @@ class KafkaAuditSink:
 
     enabled = True
 
-    def __init__(self, config: ProxyConfig, source: str) -> None:
+    def __init__(self, config: ProxyConfig, source: str, security: ClientSecurity) -> None:
         audit = config.audit.kafka
         assert audit is not None
         self.topic = audit.topic
         self._source = source
-        self._producer = Producer(producer_settings(config))
+        self._producer = Producer(producer_settings(config, security))
         self._poller: asyncio.Task[None] | None = None
         self._work = asyncio.Event()
         self._written = AUDIT_EVENTS.labels(sink="kafka", result="written")

@@ -16,7 +16,7 @@ import structlog
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from kafka_policy_proxy.codec.errors import CodecError
-from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslCredentials
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslLogin
 from kafka_policy_proxy.proxy.cluster.requests import metadata_request
 
 log = structlog.get_logger("proxy.discovery")
@@ -52,7 +52,7 @@ class BrokerDiscovery:
         self,
         servers: Sequence[tuple[str, int]],
         connect_timeout_s: float,
-        sasl: SaslCredentials | None,
+        sasl: SaslLogin | None,
         tls: ssl.SSLContext | None = None,
     ) -> Brokers | None:
         """Ask each bootstrap server in turn until one answers; None if none does."""

@@ -16,13 +16,14 @@ from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
 from kafka_policy_proxy.proxy.audit.kafka_sink import KafkaAuditSink
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.audit.sink import AuditSink
-from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
 from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
+from kafka_policy_proxy.proxy.cluster.login import sasl_login, tls_of
 from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.config import ProxyConfig
 from kafka_policy_proxy.proxy.filters.assembly import proxy_chain
+from kafka_policy_proxy.proxy.kafka_client.proxy_settings import proxy_client_security
 from kafka_policy_proxy.proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
 from kafka_policy_proxy.proxy.net.connection import ClientConnection, UpstreamTarget
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
@@ -61,18 +62,18 @@ class ProxyServer:
             else None
         )
         state = config.cluster_state
-        sasl = state.sasl
-        # The proxy's own credentials, also used to discover the brokers at start.
-        self._sasl = (
-            None
-            if sasl is None
-            else SaslCredentials(sasl.mechanism, sasl.username, sasl.password.get_secret_value())
-        )
         tls = config.listeners.tls
         # Built once, here, so that an unusable TLS file stops `run` before anything listens.
         self._ssl = None if tls is None else server_context(tls)
         upstream_tls = config.upstream.tls
-        self._upstream_tls = None if upstream_tls is None else client_context(upstream_tls)
+        # The proxy's own security: upstream.client_properties, or upstream.tls and
+        # cluster_state.sasl (their files checked first, above). Its login also discovers the
+        # brokers; the properties' TLS (built once) re-originates client connections too.
+        self._security = proxy_client_security(config)
+        self._sasl = sasl_login(self._security)
+        self._upstream_tls = (
+            tls_of(self._security) if upstream_tls is None else client_context(upstream_tls)
+        )
         self._certificates = (
             None if tls is None else CertificatePrincipals(tls.principal_mapping_rules)
         )
@@ -115,7 +116,11 @@ class ProxyServer:
             )
         ]
         if audit.kafka is not None:
-            sinks.append(KafkaAuditSink(config, source=f"kafka-policy-proxy/{proxy_id}"))
+            sinks.append(
+                KafkaAuditSink(
+                    config, source=f"kafka-policy-proxy/{proxy_id}", security=self._security
+                )
+            )
         self._recorder = DecisionRecorder(
             sinks,
             proxy_id=proxy_id,

@@ -322,8 +322,8 @@ def test_a_wrong_password_exits_1_with_one_clear_line(kafka: Any, tmp_path: Path
 
 
 def test_an_unsupported_command_config_exits_2(kafka: Any, tmp_path: Path) -> None:
-    config = tmp_path / "ssl.properties"
-    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n")
+    config = tmp_path / "kerberos.properties"
+    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
     result = run_cli(
         "--bootstrap-server",
         kafka.bootstrap_servers,
@@ -334,8 +334,8 @@ def test_an_unsupported_command_config_exits_2(kafka: Any, tmp_path: Path) -> No
     )
     assert result.returncode == 2
     assert result.stderr == (
-        f"kafka-policy-proxy snapshot: {config}: security.protocol: SASL_SSL is not supported: "
-        "this command does not speak TLS to the brokers; use PLAINTEXT or SASL_PLAINTEXT\n"
+        f"kafka-policy-proxy snapshot: {config}: sasl.mechanism: GSSAPI is not supported; use "
+        "one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER\n"
     )
     assert list(tmp_path.iterdir()) == [config]
 

@@ -33,9 +33,13 @@ ROOMS: dict[str, frozenset[str]] = {
     # The filter API (context in, verdict out) stands apart from the filters, as in Kroxylicious.
     "proxy.filters.api": frozenset({"codec"}),
     "proxy.config": frozenset({"proxy.identity"}),
-    "proxy.tls": frozenset({"proxy.config"}),
-    "proxy.cluster": frozenset({"proxy.tls", "proxy.metrics", "policy"}),
-    "proxy.audit": frozenset({"proxy.config", "proxy.metrics", "proxy.filters.api", "policy"}),
+    "proxy.tls": frozenset({"proxy.config", "proxy.metrics"}),
+    # Kafka client properties -> ClientSecurity, for every connection the proxy makes itself.
+    "proxy.kafka_client": frozenset({"proxy.config", "proxy.metrics"}),
+    "proxy.cluster": frozenset({"proxy.tls", "proxy.kafka_client", "policy"}),
+    "proxy.audit": frozenset(
+        {"proxy.kafka_client", "proxy.metrics", "proxy.filters.api", "policy"}
+    ),
     # Fair turns and rates for guarded work (sans-IO queue discipline, thin asyncio wrapper).
     "proxy.admission": frozenset({"proxy.metrics"}),
     "proxy.filters": frozenset(

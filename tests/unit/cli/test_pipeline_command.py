@@ -142,8 +142,25 @@ def test_a_topic_ingest_without_its_cluster_or_with_a_bad_setting_is_refused(
     assert "ingest --topic needs --bootstrap-server" in done.stderr
     done = pipeline_cli(
         "ingest", "--topic", "audit", "--bootstrap-server", "k:9092", "--lake", lake,
-        "--kafka-option", "security.protocol=SSL", "--kafka-option", "sasl.mechanism",
+        "--kafka-option", "max.poll.records=5", "--kafka-option", "sasl.mechanism",
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "--kafka-option 'sasl.mechanism': expected KEY=VALUE" in done.stderr
+    # A secret on the command line is refused: it belongs in the --command-config file.
+    done = pipeline_cli(
+        "ingest", "--topic", "audit", "--bootstrap-server", "k:9092", "--lake", lake,
+        "--kafka-option", "sasl.jaas.config=x required password=secret;",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--kafka-option sasl.jaas.config: security settings go in the --command-config" in (
+        done.stderr
+    )
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SSL\nssl.truststore.location=/etc/t.jks\n")
+    done = pipeline_cli(
+        "ingest", "--topic", "audit", "--bootstrap-server", "k:9092", "--lake", lake,
+        "--command-config", str(config),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"{config}: ssl.truststore.type: JKS (Kafka's default when unset)" in done.stderr
     assert not (tmp_path / "lake").exists(), "a refused ingest wrote the lake"

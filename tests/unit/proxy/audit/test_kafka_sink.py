@@ -8,6 +8,8 @@ import pytest
 
 from kafka_policy_proxy.proxy.audit.kafka_sink import envelope, producer_settings
 from kafka_policy_proxy.proxy.config import ConfigError, build_config
+from kafka_policy_proxy.proxy.kafka_client.security import ClientSecurity
+from kafka_policy_proxy.proxy.kafka_client.tls_material import TlsMaterial
 
 
 def config(**sections: Any) -> Any:
@@ -17,7 +19,7 @@ def config(**sections: Any) -> Any:
 
 
 def test_plaintext_by_default_and_bounded() -> None:
-    settings = producer_settings(config(audit={"kafka": {"buffer_events": 500}}))
+    settings = producer_settings(config(audit={"kafka": {"buffer_events": 500}}), ClientSecurity())
     assert settings["bootstrap.servers"] == "b1:9093,b2:9093"
     assert settings["security.protocol"] == "PLAINTEXT"
     assert settings["queue.buffering.max.messages"] == 500
@@ -25,32 +27,23 @@ def test_plaintext_by_default_and_bounded() -> None:
     assert settings["acks"] == "all"
 
 
-def test_sasl_ssl_with_mtls_and_its_own_servers() -> None:
+def test_the_proxys_own_security_on_its_own_servers() -> None:
+    security = ClientSecurity(
+        "SASL_SSL",
+        TlsMaterial(ca_pem="CA", check_hostname=False),
+        "SCRAM-SHA-512",
+        "u",
+        "p",
+    )
     settings = producer_settings(
-        config(
-            upstream={
-                "bootstrap_servers": ["b1:9093"],
-                "tls": {
-                    "ca_file": "/ca.pem",
-                    "cert_file": "/c.pem",
-                    "key_file": "/c.key",
-                    "key_password": "kp",
-                    "check_hostname": False,
-                },
-            },
-            cluster_state={
-                "sasl": {"mechanism": "SCRAM-SHA-512", "username": "u", "password": "p"}
-            },
-            audit={"kafka": {"bootstrap_servers": "audit:9093"}},
-        )
+        config(audit={"kafka": {"bootstrap_servers": "audit:9093"}}), security
     )
     assert settings["bootstrap.servers"] == "audit:9093"
     assert settings["security.protocol"] == "SASL_SSL"
-    assert settings["ssl.ca.location"] == "/ca.pem"
-    assert settings["ssl.certificate.location"] == "/c.pem"
-    assert settings["ssl.key.password"] == "kp"
+    assert settings["ssl.ca.pem"] == "CA"
     assert settings["ssl.endpoint.identification.algorithm"] == "none"
     assert (settings["sasl.mechanisms"], settings["sasl.password"]) == ("SCRAM-SHA-512", "p")
+    assert settings["acks"] == "all"  # the audit's own settings are not overridden
 
 
 def test_closed_needs_a_sink_whose_failure_it_sees() -> None:

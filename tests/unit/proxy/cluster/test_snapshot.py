@@ -408,7 +408,7 @@ def test_an_unreachable_cluster_exits_1_and_leaves_no_file(
     [
         (["--bootstrap-server", "nohost"], "--bootstrap-server: 'nohost' is not host:port"),
         (["--bootstrap-server", "h:1,h:99999"], "--bootstrap-server: 'h:99999' is not host:port"),
-        (["--command-config", "{config}"], "{config}: security.protocol: SSL is not supported"),
+        (["--command-config", "{config}"], "{config}: ssl.truststore.type: JKS (Kafka's default"),
         (["--out", "{tmp}/no/such/dir/s.jsonl"], "cannot write {tmp}/no/such/dir/s.jsonl.tmp: "),
     ],
 )
@@ -416,7 +416,7 @@ def test_bad_arguments_exit_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     config = tmp_path / "client.properties"
-    config.write_text("security.protocol=SSL\n")
+    config.write_text("security.protocol=SSL\nssl.truststore.location=/etc/truststore.jks\n")
     defaults = {"--bootstrap-server": "127.0.0.1:1", "--out": str(tmp_path / "s.jsonl")}
     values = dict(zip(args[::2], args[1::2], strict=True))
     argv = [x for k, v in {**defaults, **values}.items() for x in (k, v)]

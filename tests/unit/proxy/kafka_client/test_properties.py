@@ -1,4 +1,4 @@
-"""`--command-config`: Java .properties parsing and the client settings it maps."""
+"""Kafka client properties: java.util.Properties parsing, and the SASL login they ask for."""
 
 from __future__ import annotations
 
@@ -6,13 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from kafka_policy_proxy.proxy.cluster.client import SaslCredentials
-from kafka_policy_proxy.proxy.cluster.command_config import (
-    CommandConfigError,
-    command_config_credentials,
-    load_command_config,
+from kafka_policy_proxy.proxy.kafka_client.properties import (
+    ClientPropertiesError,
     parse_properties,
 )
+from kafka_policy_proxy.proxy.kafka_client.security import client_security, load_client_security
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -96,11 +94,19 @@ def test_the_last_of_a_repeated_key_wins() -> None:
 
 @pytest.mark.parametrize("escape", [r"\u12", r"\u12G4", r"\uzzzz"])
 def test_a_malformed_unicode_escape_names_the_line(escape: str) -> None:
-    with pytest.raises(CommandConfigError, match=r"line 3: malformed \\uxxxx escape"):
+    with pytest.raises(ClientPropertiesError, match=r"line 3: malformed \\uxxxx escape"):
         parse_properties(f"a=1\n\nb={escape}")
 
 
-# -- command_config_credentials: what Kafka's clients would do with these settings
+# -- client_security: the SASL login Kafka's clients would make with these settings
+
+
+def login(properties: dict[str, str]) -> tuple[str, str, str] | None:
+    security = client_security(properties)
+    if security.sasl_mechanism is None:
+        return None
+    assert security.sasl_username is not None and security.sasl_password is not None
+    return security.sasl_mechanism, security.sasl_username, security.sasl_password
 
 
 def sasl(mechanism: str, jaas: str, **extra: str) -> dict[str, str]:
@@ -116,19 +122,17 @@ def sasl(mechanism: str, jaas: str, **extra: str) -> dict[str, str]:
 def test_sasl_plaintext_with_username_and_password(mechanism: str) -> None:
     module = PLAIN if mechanism == "PLAIN" else SCRAM
     jaas = f'{module} required username="alice" password="alice-secret";'
-    assert command_config_credentials(sasl(mechanism, jaas)) == SaslCredentials(
-        mechanism, "alice", "alice-secret"
-    )
+    assert login(sasl(mechanism, jaas)) == (mechanism, "alice", "alice-secret")
 
 
 @pytest.mark.parametrize("properties", [{}, {"security.protocol": "PLAINTEXT"}])
 def test_plaintext_needs_no_credentials(properties: dict[str, str]) -> None:
-    assert command_config_credentials(properties) is None
+    assert login(properties) is None
 
 
 def test_plaintext_ignores_sasl_settings_as_kafka_does() -> None:
     properties = sasl("GSSAPI", "whatever", **{"security.protocol": "plaintext"})
-    assert command_config_credentials(properties) is None
+    assert login(properties) is None
 
 
 def test_other_client_settings_are_ignored() -> None:
@@ -138,7 +142,7 @@ def test_other_client_settings_are_ignored() -> None:
         jaas,
         **{"client.id": "x", "request.timeout.ms": "1000", "ssl.truststore.location": "/t"},
     )
-    assert command_config_credentials(properties) == SaslCredentials("SCRAM-SHA-512", "a", "b")
+    assert login(properties) == ("SCRAM-SHA-512", "a", "b")
 
 
 def test_kafka_trims_settings_and_reads_the_protocol_in_any_case() -> None:
@@ -147,9 +151,7 @@ def test_kafka_trims_settings_and_reads_the_protocol_in_any_case() -> None:
         "sasl.mechanism": " SCRAM-SHA-256\t",
         "sasl.jaas.config": f"  {SCRAM} required username=bob password=bob-secret;  ",
     }
-    assert command_config_credentials(properties) == SaslCredentials(
-        "SCRAM-SHA-256", "bob", "bob-secret"
-    )
+    assert login(properties) == ("SCRAM-SHA-256", "bob", "bob-secret")
 
 
 @pytest.mark.parametrize(
@@ -171,9 +173,7 @@ def test_kafka_trims_settings_and_reads_the_protocol_in_any_case() -> None:
     ],
 )
 def test_jaas_config_forms(jaas: str, username: str, password: str) -> None:
-    assert command_config_credentials(sasl("SCRAM-SHA-256", jaas)) == SaslCredentials(
-        "SCRAM-SHA-256", username, password
-    )
+    assert login(sasl("SCRAM-SHA-256", jaas)) == ("SCRAM-SHA-256", username, password)
 
 
 GOOD_JAAS = f'{SCRAM} required username="u" password="p";'
@@ -182,17 +182,15 @@ GOOD_JAAS = f'{SCRAM} required username="u" password="p";'
 @pytest.mark.parametrize(
     ("properties", "message"),
     [
-        ({"security.protocol": "SSL"}, "security.protocol: SSL is not supported"),
-        ({"security.protocol": "SASL_SSL"}, "security.protocol: SASL_SSL is not supported"),
         ({"security.protocol": "TLS"}, "security.protocol: unknown protocol 'TLS'"),
         (
             {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": GOOD_JAAS},
-            "sasl.mechanism: not set, so Kafka's default GSSAPI",
+            "sasl.mechanism: GSSAPI (Kafka's default when unset: Kerberos) is not supported",
         ),
         (sasl("GSSAPI", GOOD_JAAS), "sasl.mechanism: GSSAPI is not supported"),
-        (sasl("OAUTHBEARER", GOOD_JAAS), "sasl.mechanism: OAUTHBEARER is not supported"),
+        (sasl("OAUTHBEARER", GOOD_JAAS), "sasl.oauthbearer.token.endpoint.url: not set"),
         (sasl("scram-sha-256", GOOD_JAAS), "sasl.mechanism: scram-sha-256 is not supported"),
-        (sasl("PLAIN", ""), "sasl.jaas.config: not set; SASL_PLAINTEXT needs it"),
+        (sasl("PLAIN", ""), "sasl.jaas.config: not set; PLAIN needs it"),
         (
             sasl(
                 "PLAIN",
@@ -256,13 +254,13 @@ GOOD_JAAS = f'{SCRAM} required username="u" password="p";'
 def test_unsupported_or_broken_settings_are_refused(
     properties: dict[str, str], message: str
 ) -> None:
-    with pytest.raises(CommandConfigError) as refused:
-        command_config_credentials(properties)
+    with pytest.raises(ClientPropertiesError) as refused:
+        login(properties)
     assert str(refused.value).startswith(message)
     assert "\n" not in str(refused.value)
 
 
-# -- load_command_config: the file
+# -- load_client_security: the file
 
 
 def test_a_file_as_kafkas_tools_read_it(tmp_path: Path) -> None:
@@ -276,13 +274,14 @@ def test_a_file_as_kafkas_tools_read_it(tmp_path: Path) -> None:
         b'    username="j\xf6rg" \\\n'
         b'    password="s\\u00e9cret";\n'
     )
-    assert load_command_config(path) == SaslCredentials("SCRAM-SHA-512", "jörg", "sécret")
+    security = load_client_security(path)
+    assert (security.sasl_username, security.sasl_password) == ("jörg", "sécret")
 
 
 def test_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
-    path.write_text("security.protocol=SSL\n")
-    with pytest.raises(CommandConfigError, match=rf"^{path}: security.protocol: SSL"):
-        load_command_config(path)
-    with pytest.raises(CommandConfigError, match=rf"^{tmp_path / 'missing'}: cannot read: "):
-        load_command_config(tmp_path / "missing")
+    path.write_text("security.protocol=TLS\n")
+    with pytest.raises(ClientPropertiesError, match=rf"^{path}: security.protocol: unknown"):
+        load_client_security(path)
+    with pytest.raises(ClientPropertiesError, match=rf"^{tmp_path / 'missing'}: cannot read: "):
+        load_client_security(tmp_path / "missing")
