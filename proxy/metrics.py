@@ -79,6 +79,11 @@ SASL_REAUTHENTICATIONS = Counter(
     "expiry, ok or failed",
     ["result"],
 )  # ok | error
+PROXY_PROTOCOL_REJECTED = Counter(
+    "kpp_proxy_protocol_rejected",
+    "Connections closed on a listener with proxy_protocol: required, by why",
+    ["reason"],
+)  # no_header | malformed | unsupported | timeout | incomplete | peer
 UPSTREAM_CONNECT_FAILURES = Counter(
     "kpp_upstream_connect_failures",
     "Client connections that could not reach their broker, by listener",

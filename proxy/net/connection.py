@@ -111,6 +111,9 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.log = log.bind(conn=self.id, client=address, listener=self.listener)
+        via = transport.get_extra_info("proxied_by")  # the load balancer that sent a PROXY header
+        if via is not None:
+            self.log = self.log.bind(via=via)
         # Only now: a connection whose TLS handshake fails is never made, nor ever lost.
         refusal = self._on_open(self)
         if refusal is not None:

@@ -27,6 +27,7 @@ from kafka_policy_proxy.proxy.kafka_client.proxy_settings import proxy_client_se
 from kafka_policy_proxy.proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
 from kafka_policy_proxy.proxy.net.connection import ClientConnection, UpstreamTarget
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
+from kafka_policy_proxy.proxy.net.proxy_protocol import proxy_protocol_listener
 from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
 from kafka_policy_proxy.proxy.runtime.policy_source import PolicySource
 from kafka_policy_proxy.proxy.runtime.workers import last_good_policy
@@ -243,8 +244,17 @@ class ProxyServer:
 
         # Workers share each port (SO_REUSEPORT); the kernel spreads new connections over them.
         # TLS in front of each connection by our layer, which sends a refused handshake's alert.
+        protocol = factory if self._ssl is None else tls_listener(factory, self._ssl)
+        listeners = self._config.listeners
+        if listeners.proxy_protocol == "required":  # its header comes before the ClientHello
+            protocol = proxy_protocol_listener(
+                protocol,
+                listener=name,
+                timeout_s=listeners.proxy_protocol_timeout_s,
+                allowed_peers=listeners.proxy_protocol_allowed_peers,
+            )
         server = await loop.create_server(
-            factory if self._ssl is None else tls_listener(factory, self._ssl),
+            protocol,
             self._config.listeners.bind_host,
             port,
             reuse_port=self._worker is not None,
