@@ -28,11 +28,13 @@ AUDIENCE = "kafka"
 
 @dataclass(frozen=True)
 class TokenRequest:
-    """One request to /token: who asked, when, and the token's expiry (None: refused)."""
+    """One request to /token: who asked (and with what HTTP client), when, and the token's
+    expiry (None: refused)."""
 
     client_id: str
     at: float
     expiry: float | None
+    agent: str = ""
 
 
 def _b64url(data: bytes) -> str:
@@ -139,7 +141,8 @@ class OAuthProvider:
         good = self.clients.get(client_id) == secret and bool(client_id)
         token, expiry = self._issue(client_id) if good else (None, None)
         with self._lock:
-            self.requests.append(TokenRequest(client_id, time.time(), expiry))
+            agent = headers.get("User-Agent", "")
+            self.requests.append(TokenRequest(client_id, time.time(), expiry, agent))
         if token is None:
             return 401, {"error": "invalid_client", "error_description": "bad client credentials"}
         return 200, {

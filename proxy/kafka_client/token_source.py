@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 # A token this close to its expiry is not sent: it could expire on the way to the broker.
 EXPIRY_MARGIN_S = 1.0
+# Names the proxy in the identity provider's logs.
+USER_AGENT = "kafka-policy-proxy"
 _MAX_RESPONSE = 1 << 20
 
 
@@ -143,6 +145,7 @@ def _fetch_blocking(settings: OAuthSettings, timeout_s: float) -> Token:
             "Authorization": "Basic " + base64.b64encode(basic.encode()).decode(),
             "Content-Type": "application/x-www-form-urlencoded",
             "Accept": "application/json",
+            "User-Agent": USER_AGENT,
         },
         method="POST",
     )
