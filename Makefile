@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint unit integration bench soak clean
+.PHONY: setup run test lint unit integration bench soak clean kubernetes-examples
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -33,6 +33,10 @@ integration: setup
 # either (tests/conftest.py, work_unit).
 test: lint
 	$(BIN)/pytest -n 2 --dist loadscope
+
+# examples/kubernetes/ is the Helm chart rendered (a unit test checks they are equal).
+kubernetes-examples: setup
+	$(BIN)/python -m harness.helm_chart
 
 bench: setup
 	$(BIN)/python -m bench.run_all

@@ -1,87 +1,93 @@
-"""The Kubernetes examples: they parse, their config and policy load, and the pieces fit."""
+"""examples/kubernetes/ and the chart's workloads, as the container would see them.
+
+The examples are the chart rendered by helm (harness/helm_chart.py): they must equal a fresh
+render. For every proxy container of every workload: the argv Kubernetes gives it (the
+Dockerfile's ENTRYPOINT and CMD, replaced by `command` and `args`) parses with the real CLI;
+the pod's volumes, laid out in a directory as the kubelet would mount them, hold every file
+the config names; and `kafka-policy-proxy config show` accepts that config with the
+container's environment, as `run` would.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
 
+from harness.helm_chart import EXAMPLE_FILES, EXAMPLES, ROOT, template
+from kafka_policy_proxy.cli import build_parser
 from kafka_policy_proxy.policy.loader import load_policy
-from kafka_policy_proxy.proxy.config import FILE_SUFFIX, ProxyConfig, section_model
+from kafka_policy_proxy.proxy.config import FILE_SUFFIX
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubernetes"
-WORKLOADS = ["shared.yaml", "sidecar.yaml"]
-
-
-def _documents(name: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc]
+DOCKERFILE = ROOT / "Dockerfile"
+CLI = str(Path(sys.executable).parent / "kafka-policy-proxy")
+WORKLOADS = ["shared.yaml", "sidecar.yaml", "chart:full-values.yaml"]
 
 
-def _all_documents() -> list[dict[str, Any]]:
-    return [doc for path in sorted(EXAMPLES.glob("*.yaml")) for doc in _documents(path.name)]
+def _documents(source: str) -> list[dict[str, Any]]:
+    if source.startswith("chart:"):
+        text = template(source.removeprefix("chart:"), "kafka-policy-proxy", "kafka")
+    else:
+        text = (EXAMPLES / source).read_text()
+    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-def _config_maps() -> dict[str, dict[str, str]]:
-    return {
-        doc["metadata"]["name"]: doc["data"]
-        for doc in _all_documents()
-        if doc["kind"] == "ConfigMap"
-    }
+def _image_argv() -> tuple[list[str], list[str]]:
+    """The image's ENTRYPOINT and CMD (the last of each, JSON form, as Kubernetes sees them)."""
+    found: dict[str, list[str]] = {"ENTRYPOINT": [], "CMD": []}
+    for line in DOCKERFILE.read_text().splitlines():
+        match = re.match(r"^(ENTRYPOINT|CMD)\s+(\[.*\])\s*$", line)
+        if match:
+            found[match[1]] = json.loads(match[2])
+    return found["ENTRYPOINT"], found["CMD"]
 
 
-def _proxy_container(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The workload's pod spec and its proxy container (the one running `run --config`)."""
-    (deployment,) = [doc for doc in _documents(name) if doc["kind"] == "Deployment"]
-    pod = deployment["spec"]["template"]["spec"]
-    containers = pod.get("initContainers", []) + pod["containers"]
-    (proxy,) = [c for c in containers if c.get("args", [])[:1] == ["run"]]
-    return pod, proxy
+def _argv(container: dict[str, Any]) -> list[str]:
+    """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD), `args` replace CMD."""
+    entrypoint, cmd = _image_argv()
+    if "command" in container:
+        return [*container["command"], *container.get("args", [])]
+    return [*entrypoint, *container.get("args", cmd)]
 
 
-def _mounted_file(pod: dict[str, Any], container: dict[str, Any], path: str) -> tuple[str, str]:
-    """The volume holding `path` in the container, and the file's name inside it."""
-    file = PurePosixPath(path)
+def _proxy_containers(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pod spec, container) for every container running the proxy image."""
+    found = []
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
+            pod = doc["spec"]["template"]["spec"]
+            for container in pod.get("initContainers", []) + pod["containers"]:
+                if container["image"].startswith("kafka-policy-proxy:"):
+                    found.append((pod, container))
+    return found
+
+
+def _lay_out(
+    docs: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any], root: Path
+) -> dict[str, str]:
+    """Write the container's ConfigMap volumes under root; returns mount path -> volume kind."""
+    config_maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    kinds = {}
     for mount in container["volumeMounts"]:
-        if file.parent == PurePosixPath(mount["mountPath"]):
-            (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-            return volume, file.name
-    raise AssertionError(f"{path} is not in any volume mounted in {container['name']}")
-
-
-def _proxy_config(name: str) -> dict[str, Any]:
-    pod, proxy = _proxy_container(name)
-    args = proxy["args"]
-    volume, file = _mounted_file(pod, proxy, args[args.index("--config") + 1])
-    return yaml.safe_load(_config_maps()[volume["configMap"]["name"]][file])
-
-
-def _unknown_keys(data: dict[str, Any], model: type[BaseModel], prefix: str = "") -> list[str]:
-    unknown = []
-    for key, value in data.items():
-        field = model.model_fields.get(key)
-        if field is None:
-            unknown.append(prefix + key)
-            continue
-        section = section_model(field.annotation)
-        if section is not None and isinstance(value, dict):
-            unknown += _unknown_keys(value, section, f"{prefix}{key}.")
-    return unknown
-
-
-def _inline_secrets(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
-    """The config with each secret file replaced by an inline value (the files are Secrets)."""
-    out = dict(data)
-    for name in getattr(model, "secret_fields", ()):
-        if out.pop(name + FILE_SUFFIX, None) is not None:
-            out[name] = "from-a-secret"
-    for key, value in data.items():
-        section = section_model(model.model_fields[key].annotation)
-        if section is not None and isinstance(value, dict):
-            out[key] = _inline_secrets(value, section)
-    return out
+        volume = volumes[mount["name"]]
+        target = root / mount["mountPath"].lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        kind = next(k for k in ("configMap", "secret", "emptyDir") if k in volume)
+        kinds[mount["mountPath"]] = kind
+        if kind == "configMap" and volume["configMap"]["name"] in config_maps:
+            for key, text in config_maps[volume["configMap"]["name"]].items():
+                (target / key).write_text(text)
+        if kind == "configMap" and volume["configMap"]["name"] not in config_maps:
+            kinds[mount["mountPath"]] = "external configMap"
+    return kinds
 
 
 def _paths(data: dict[str, Any]) -> list[str]:
@@ -94,61 +100,106 @@ def _paths(data: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_every_manifest_is_a_named_kubernetes_object() -> None:
-    docs = _all_documents()
-    assert len(docs) >= 6
-    for doc in docs:
-        assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], doc
+def _cases() -> list[tuple[str, int]]:
+    return [
+        (source, index)
+        for source in WORKLOADS
+        for index in range(len(_proxy_containers(_documents(source))))
+    ]
 
 
-@pytest.mark.parametrize("name", WORKLOADS)
-def test_config_keys_exist_and_validate(name: str) -> None:
-    data = _proxy_config(name)
-    assert _unknown_keys(data, ProxyConfig) == []
-    ProxyConfig(**_inline_secrets(data, ProxyConfig))
+def test_the_examples_are_the_chart_rendered_fresh() -> None:
+    for example in EXAMPLE_FILES:
+        assert (EXAMPLES / example.file).read_text() == example.render(), (
+            f"examples/kubernetes/{example.file} differs from the chart: make kubernetes-examples"
+        )
+    assert sorted(p.name for p in EXAMPLES.glob("*.yaml")) == sorted(e.file for e in EXAMPLE_FILES)
 
 
-@pytest.mark.parametrize("name", WORKLOADS)
-def test_every_file_the_config_names_is_mounted(name: str) -> None:
-    pod, proxy = _proxy_container(name)
-    for path in _paths(_proxy_config(name)):
-        volume, file = _mounted_file(pod, proxy, path)
-        if "configMap" in volume:
-            assert file in _config_maps()[volume["configMap"]["name"]], path
-        else:
-            assert "secret" in volume, f"{path}: mount it from a ConfigMap or a Secret"
+def test_every_workload_runs_the_proxy() -> None:
+    assert [source for source, _ in _cases()] == WORKLOADS
 
 
-@pytest.mark.parametrize("name", WORKLOADS)
-def test_probes_use_the_admin_listener(name: str) -> None:
-    pod, proxy = _proxy_container(name)
-    config = _proxy_config(name)
+@pytest.mark.parametrize(("source", "index"), _cases())
+def test_the_container_argv_runs_the_proxy_with_its_mounted_config(
+    source: str, index: int, tmp_path: Path
+) -> None:
+    docs = _documents(source)
+    pod, container = _proxy_containers(docs)[index]
+    argv = _argv(container)
+    assert argv[0] == "kafka-policy-proxy", argv
+    try:
+        args = build_parser().parse_args(argv[1:])
+    except SystemExit:  # argparse's exit 2: the container would crash-loop
+        pytest.fail(f"the container's argv does not parse: {argv}")
+    assert args.command == "run"
+    kinds = _lay_out(docs, pod, container, tmp_path)
+    config_path = tmp_path / str(args.config).lstrip("/")
+    assert config_path.is_file(), f"{args.config} is not in a ConfigMap the pod mounts"
+    config = yaml.safe_load(config_path.read_text())
+    for path in _paths(config):
+        mount = str(PurePosixPath(path).parent)
+        assert mount in kinds, f"{path} is not in any volume mounted in the proxy container"
+        if kinds[mount] == "secret":  # its keys come from a Secret you create: a stand-in
+            (tmp_path / path.lstrip("/")).write_text("from-a-secret\n")
+        elif kinds[mount] == "configMap":
+            assert (tmp_path / path.lstrip("/")).is_file(), f"{path}: not in its ConfigMap"
+    # Every mounted path the config names moves under tmp_path (one pass: /tmp is a mount).
+    mounts = "|".join(re.escape(m) for m in sorted(kinds, key=len, reverse=True))
+    text = re.sub(f"(?<= )({mounts})/", lambda m: f"{tmp_path}{m[1]}/", config_path.read_text())
+    config_path.write_text(text)
+    env = {
+        item["name"]: item.get("value", "from-the-downward-api")
+        for item in container.get("env", [])
+    }
+    done = subprocess.run(
+        [CLI, "config", "show", "--config", str(config_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("KPP_")}, **env},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "proxy_id: from-the-downward-api  # env KPP_AUDIT__PROXY_ID" in done.stdout
+
+
+@pytest.mark.parametrize(("source", "index"), _cases())
+def test_probes_ports_and_drain_fit_the_config(source: str, index: int) -> None:
+    docs = _documents(source)
+    pod, proxy = _proxy_containers(docs)[index]
+    (config_map,) = [d for d in docs if d["metadata"]["name"].endswith("-config")]
+    config = yaml.safe_load(config_map["data"]["proxy.yaml"])
     (admin,) = [p for p in proxy["ports"] if p["name"] == "admin"]
     assert admin["containerPort"] == config["admin"]["port"]
-    # The kubelet dials the pod address, not loopback.
+    # The kubelet and Prometheus dial the pod address, not loopback.
     assert config["admin"]["bind_host"] == "0.0.0.0"
     assert proxy["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
     assert proxy["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
-    # SIGTERM drains for shutdown_timeout_s before the kubelet kills the pod.
-    assert pod["terminationGracePeriodSeconds"] > config["shutdown_timeout_s"]
-
-
-def test_the_service_publishes_bootstrap_and_each_broker_listener() -> None:
-    config = _proxy_config("shared.yaml")
-    _, proxy = _proxy_container("shared.yaml")
-    (service,) = [doc for doc in _documents("shared.yaml") if doc["kind"] == "Service"]
+    # SIGTERM comes after the preStop sleep, then drains for shutdown_timeout_s.
+    drain = proxy["lifecycle"]["preStop"]["sleep"]["seconds"] + config["shutdown_timeout_s"]
+    assert pod["terminationGracePeriodSeconds"] > drain
+    assert pod["securityContext"]["runAsNonRoot"]
+    assert proxy["securityContext"]["readOnlyRootFilesystem"]
+    if proxy.get("restartPolicy") == "Always":  # a sidecar: the application dials loopback
+        assert config["listeners"]["bind_host"] == "127.0.0.1"
+        return
     listeners = config["listeners"]
-    published = {p["port"] for p in service["spec"]["ports"]}
-    served = {p["containerPort"] for p in proxy["ports"]}
-    brokers = {port for port in published if port != listeners["bootstrap_port"]}
-    assert listeners["bootstrap_port"] in published
-    assert brokers and all(port >= listeners["broker_port_base"] for port in brokers)
-    assert published <= served
-    assert listeners["advertised_host"].startswith(service["metadata"]["name"] + ".")
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    published = {p["port"]: p["targetPort"] for p in service["spec"]["ports"]}
+    served = {p["name"]: p["containerPort"] for p in proxy["ports"]}
+    assert published[listeners["bootstrap_port"]] == "bootstrap"
+    for port, name in published.items():
+        assert served[name] == port  # the Service maps each port to the same container port
+    brokers = sorted(p - listeners["broker_port_base"] for p in published if p != 9192)
+    assert brokers and all(node >= 0 for node in brokers)
+    namespace = "kafka"
+    assert listeners["advertised_host"] == f"{service['metadata']['name']}.{namespace}.svc"
 
 
-def test_the_policy_config_map_loads() -> None:
-    text = _config_maps()["kafka-policy-proxy-policy"]["policy.yaml"]
-    policy = load_policy(text, "policy-configmap.yaml")
-    assert len(policy.rule_names) >= 5
-    policy.close()
+def test_the_policy_config_maps_load() -> None:
+    for source in ("shared.yaml", "sidecar.yaml"):
+        (policy_map,) = [d for d in _documents(source) if d["metadata"]["name"].endswith("-policy")]
+        policy = load_policy(policy_map["data"]["policy.yaml"], source)
+        assert len(policy.rule_names) >= 5
+        policy.close()
