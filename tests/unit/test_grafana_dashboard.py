@@ -51,3 +51,18 @@ def test_panels_do_not_overlap() -> None:
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, panel["title"]
                 cells.add((x, y))
+
+
+def test_every_query_is_filtered_by_the_instance_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    (variable,) = [v for v in dashboard["templating"]["list"] if v["name"] == "instance"]
+    assert variable["includeAll"] and variable["multi"] and variable["allValue"] == ".*"
+    (source,) = re.findall(r"label_values\((kpp_[a-z_]+), instance\)", variable["definition"])
+    assert source in exported()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            # Every metric the query reads carries the filter, not only the first one.
+            selectors = re.findall(r"\bkpp_[a-z_]+(\{[^}]*\})?", target["expr"])
+            assert selectors, (panel["title"], target["expr"])
+            for selector in selectors:
+                assert selector.startswith('{instance=~"$instance"'), (panel["title"], target)
