@@ -79,7 +79,10 @@ def test_shapes_render_the_objects_they_promise(
     assert sorted(shared) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service"]
     assert len(shared["ConfigMap"]) == 2  # the config and the policy
     sidecar = _kinds(rendered["sidecar-values.yaml"])
-    assert sorted(sidecar) == ["ConfigMap", "Deployment"]
+    assert sorted(sidecar) == ["ConfigMap", "Deployment", "NetworkPolicy"]
+    # Only the brokers' policy: one for the proxy would select the application's pods.
+    (brokers,) = sidecar["NetworkPolicy"]
+    assert brokers["metadata"]["name"].endswith("-brokers")
     (pod,) = [d["spec"]["template"]["spec"] for d in sidecar["Deployment"]]
     (proxy,) = pod["initContainers"]
     assert proxy["restartPolicy"] == "Always"  # a native sidecar, up before the application
