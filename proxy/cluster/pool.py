@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from kafka_policy_proxy.proxy.cluster.client import SaslLogin
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
+from kafka_policy_proxy.proxy.kafka_client.token_source import TokenSource
 
 # Keys (topics, ids, resources) up to which a read counts as small.
 SMALL_READ = 16
@@ -39,6 +40,7 @@ class ConnectionPool:
             for _ in range(size)
         )
         self._busy = [0] * size
+        self._sasl = sasl
 
     @contextlib.asynccontextmanager
     async def lease(self, keys: int) -> AsyncIterator[ClusterConnection]:
@@ -63,6 +65,8 @@ class ConnectionPool:
         return next((c.last_error for c in self.connections if c.last_error), None)
 
     async def close(self) -> None:
-        """Close every connection."""
+        """Close every connection (and stop refreshing OAUTHBEARER tokens for them)."""
         for connection in self.connections:
             await connection.close()
+        if isinstance(self._sasl, TokenSource):
+            self._sasl.close()

@@ -2,17 +2,18 @@
 
 The client-credentials grant (RFC 6749 section 4.4) is POSTed to the token endpoint, with the
 client id and secret in HTTP Basic authentication, as Kafka's ClientCredentialsJwtRetriever
-does. A token is refreshed once its refresh time passes (Kafka's sasl.login.refresh.* rules); a
-refresh that fails keeps the current token while it is valid and is retried with backoff; a
-token past its expiry is never handed out.
+does. A token is refreshed when its refresh time comes (Kafka's sasl.login.refresh.* rules), in
+the background as Kafka's refresh thread does, and by any caller that finds it due; a refresh
+that fails keeps the current token while it is valid and is retried with backoff; a token past
+its expiry is never handed out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
-import logging
 import random
 import time
 import urllib.error
@@ -21,10 +22,12 @@ import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import structlog
+
 from kafka_policy_proxy.proxy.kafka_client.oauth import OAuthSettings
 from kafka_policy_proxy.proxy.metrics import OAUTH_TOKEN_EXPIRY, OAUTH_TOKEN_FETCHES
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("proxy.kafka_client.token_source")
 
 # A token this close to its expiry is not sent: it could expire on the way to the broker.
 EXPIRY_MARGIN_S = 1.0
@@ -59,6 +62,7 @@ class TokenSource:
         fetch: Fetch | None = None,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
+        background: bool = True,
     ) -> None:
         self.settings = settings
         self.rules = settings.refresh
@@ -70,6 +74,9 @@ class TokenSource:
         self._failures = 0
         self._lock = asyncio.Lock()
         self.last_error: str | None = None
+        self._background = background
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def mechanism(self) -> str:
@@ -81,8 +88,11 @@ class TokenSource:
         async with self._lock:
             now = self._clock()
             current = self._token
-            if current is not None and now < self._refresh_at and self._valid(current, now):
-                return current.value
+            if now < self._refresh_at:
+                if current is not None and self._valid(current, now):
+                    return current.value
+                if self.last_error is not None:  # backing off: the endpoint is not asked
+                    raise TokenUnavailable(self.last_error)
             try:
                 fresh = await self._fetch(self.settings, self.rules.timeout_s)
             except TokenUnavailable as exc:
@@ -95,12 +105,41 @@ class TokenSource:
             OAUTH_TOKEN_FETCHES.labels(result="ok").inc()
             OAUTH_TOKEN_EXPIRY.set(fresh.expiry)
             log.info(
-                "OAUTHBEARER token from %s valid for %.0fs; refresh in %.0fs",
-                self.settings.token_endpoint_url,
-                fresh.expiry - now,
-                self._refresh_at - now,
+                "oauthbearer token fetched",
+                endpoint=self.settings.token_endpoint_url,
+                valid_s=round(fresh.expiry - now),
+                refresh_in_s=round(self._refresh_at - now),
             )
+            self._schedule(now)
             return fresh.value
+
+    def close(self) -> None:
+        """Stop refreshing in the background."""
+        self._background = False
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in self._tasks:
+            task.cancel()
+
+    def _schedule(self, now: float) -> None:
+        """Refresh at the refresh time even if no connection asks (Kafka's refresh thread)."""
+        if not self._background:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(max(0.0, self._refresh_at - now), self._refresh_now)
+
+    def _refresh_now(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._refresh())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refresh(self) -> None:
+        # A failure is counted, logged and rescheduled with backoff by token(); an expired
+        # token is then fetched by the next connection that needs one.
+        with contextlib.suppress(TokenUnavailable):
+            await self.token()
 
     def _after_failure(self, reason: str, now: float) -> str:
         """Keep a still-valid token and retry later with backoff; else raise."""
@@ -114,10 +153,15 @@ class TokenSource:
         if current is not None and self._valid(current, now):
             self._refresh_at = min(now + backoff, current.expiry - EXPIRY_MARGIN_S)
             log.warning(
-                "%s; the current token stays in use, retry in %.1fs", self.last_error, backoff
+                "oauthbearer token refresh failed; the current token stays in use",
+                error=self.last_error,
+                retry_in_s=backoff,
+                expires_in_s=round(current.expiry - now),
             )
+            self._schedule(now)
             return current.value
-        log.error("%s", self.last_error)
+        self._refresh_at = now + backoff
+        log.error("oauthbearer token unavailable", error=self.last_error, retry_in_s=backoff)
         raise TokenUnavailable(self.last_error)
 
     @staticmethod

@@ -3,7 +3,9 @@ an injected clock, retried with backoff, and never handed out expired."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,7 +60,7 @@ def endpoint(clock: Clock) -> Endpoint:
 
 
 def source(endpoint: Endpoint, clock: Clock) -> TokenSource:
-    return TokenSource(SETTINGS, fetch=endpoint, clock=clock, rand=lambda: 0.0)
+    return TokenSource(SETTINGS, fetch=endpoint, clock=clock, rand=lambda: 0.0, background=False)
 
 
 async def test_the_token_is_cached_until_its_refresh_time(clock: Clock, endpoint: Endpoint) -> None:
@@ -107,10 +109,39 @@ async def test_an_expired_token_is_never_handed_out(clock: Clock, endpoint: Endp
         await tokens.token()
 
 
-async def test_without_a_token_a_failure_raises(clock: Clock, endpoint: Endpoint) -> None:
+async def test_without_a_token_a_failure_raises_and_backs_off(
+    clock: Clock, endpoint: Endpoint
+) -> None:
     endpoint.down = True
-    with pytest.raises(TokenUnavailable, match="http://idp/token: HTTP 503"):
-        await source(endpoint, clock).token()
+    tokens = source(endpoint, clock)
+    for _ in range(3):  # every connection attempt within the backoff gets the same answer
+        with pytest.raises(TokenUnavailable, match="http://idp/token: HTTP 503"):
+            await tokens.token()
+    assert endpoint.fetches == [1000.0]
+    clock.now += 1.0
+    endpoint.down = False
+    assert await tokens.token() == "t2"
+
+
+async def test_the_token_is_refreshed_in_the_background_when_due() -> None:
+    fetched: list[float] = []
+
+    async def fetch(settings: OAuthSettings, timeout_s: float) -> Token:
+        now = time.time()
+        fetched.append(now)
+        return Token(f"t{len(fetched)}", now, now + 2.2)
+
+    rules = RefreshRules(window_factor=0.5, window_jitter=0.0, min_period_s=0, buffer_s=0)
+    settings = OAuthSettings("http://idp/token", "proxy", "secret", None, {}, rules)
+    tokens = TokenSource(settings, fetch=fetch)
+    try:
+        assert await tokens.token() == "t1"
+        await asyncio.sleep(1.3)  # refresh due at 1.1 s; nobody asks for a token meanwhile
+        assert len(fetched) == 2
+        assert fetched[1] - fetched[0] == pytest.approx(1.1, abs=0.15)
+        assert await tokens.token() == "t2"
+    finally:
+        tokens.close()
 
 
 def test_the_expiry_comes_from_the_jwt_else_expires_in() -> None:
