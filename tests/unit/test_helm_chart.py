@@ -9,6 +9,8 @@ renders (argv and config) is in test_chart_containers.py.
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ import yaml
 from prometheus_client import REGISTRY
 
 import kafka_policy_proxy.proxy.metrics  # noqa: F401  (registers every metric)
-from harness.helm_chart import CHART, KUBE_VERSION, VALUES, run_helm, template
+from harness.helm_chart import CHART, KUBE_VERSION, ROOT, VALUES, helm, run_helm, template
 from harness.kube_schema import validate
 
 VALUE_FILES = sorted(path.name for path in VALUES.glob("*.yaml"))
@@ -197,3 +199,15 @@ def test_the_broker_network_policy_admits_only_the_proxy_pods(
     assert admin["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     ]
+
+
+def test_the_readme_commands_run_as_written() -> None:
+    text = (CHART / "README.md").read_text().replace("\\\n", "")
+    commands = [line for line in text.splitlines() if line.startswith("helm ")]
+    assert [c.split()[1] for c in commands] == ["lint", "template"]
+    for command in commands:
+        argv = shlex.split(command)
+        done = subprocess.run(
+            [helm(), *argv[1:]], check=False, capture_output=True, text=True, cwd=ROOT
+        )
+        assert done.returncode == 0, (command, done.stderr)
