@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run the proxy",
         description="Run the proxy. Every config value can also be set from the environment: "
         "KPP_<SECTION>__<KEY>, e.g. KPP_UPSTREAM__BOOTSTRAP_SERVERS=host1:9092,host2:9092. "
-        "SIGHUP reloads the policy file; SIGTERM or SIGINT stops accepting, lets responses in "
+        "SIGHUP reloads the policy file and the TLS files; SIGTERM or SIGINT stops accepting, "
+        "lets responses in "
         "flight finish (shutdown_timeout_s) and exits. With --workers N, a supervisor runs N "
         "worker processes sharing the ports (SO_REUSEPORT), passes signals on, restarts a "
         "worker that dies and serves the admin listener for all. Exit code 2: bad config or "
@@ -84,7 +85,7 @@ async def _serve(server: ProxyServer) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, server.reload_policy)
+    loop.add_signal_handler(signal.SIGHUP, server.reload)
     await server.start()
     # Under --workers, the supervisor's /readyz reads what each worker reports.
     reporting = (

@@ -103,6 +103,10 @@ class ClientConnection(asyncio.Protocol):
         self.closed = asyncio.get_running_loop().create_future()
         self.log = log
 
+    def tls_object(self) -> ssl.SSLObject | None:
+        """The client side's TLS object (after the handshake), or None without TLS."""
+        return None if self._client is None else self._client.get_extra_info("ssl_object")
+
     # --- client side -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

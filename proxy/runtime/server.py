@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import structlog
 
@@ -21,11 +24,11 @@ from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.login import sasl_login, tls_of
 from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
-from kafka_policy_proxy.proxy.config import ProxyConfig
+from kafka_policy_proxy.proxy.config import ProxyConfig, TlsConfig
 from kafka_policy_proxy.proxy.filters.assembly import proxy_chain
 from kafka_policy_proxy.proxy.kafka_client.proxy_settings import proxy_client_security
 from kafka_policy_proxy.proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
-from kafka_policy_proxy.proxy.net.connection import ClientConnection, UpstreamTarget
+from kafka_policy_proxy.proxy.net.connection import ClientConnection
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
 from kafka_policy_proxy.proxy.net.proxy_protocol import proxy_protocol_listener
 from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
@@ -37,6 +40,8 @@ from kafka_policy_proxy.proxy.tls.client_side import (
     server_context,
     tls_listener,
 )
+from kafka_policy_proxy.proxy.tls.reloading import ReloadingContext, Side
+from kafka_policy_proxy.proxy.tls.sni import SNI_LISTENER, Route, SniRouter
 
 log = structlog.get_logger("proxy.runtime.server")
 
@@ -64,8 +69,17 @@ class ProxyServer:
         )
         state = config.cluster_state
         tls = config.listeners.tls
-        # Built once, here, so that an unusable TLS file stops `run` before anything listens.
-        self._ssl = None if tls is None else server_context(tls)
+        # Built first here, so that an unusable TLS file stops `run` before anything listens;
+        # rebuilt when the files change (proxy/tls/reloading.py).
+        self._tls_sides: list[tuple[ReloadingContext, float]] = []
+        self._ssl = None if tls is None else self._reloading("listener", server_context, tls)
+        sni = config.listeners.sni
+        self._sni = None if sni is None else SniRouter(sni, lambda node: node in self._brokers)
+        self._sni_ssl = (
+            None
+            if tls is None or self._sni is None
+            else self._reloading("sni", self._sni_context, tls)
+        )
         upstream_tls = config.upstream.tls
         # The proxy's own security: upstream.client_properties, or upstream.tls and
         # cluster_state.sasl (their files checked first, above). Its login also discovers the
@@ -73,7 +87,9 @@ class ProxyServer:
         self._security = proxy_client_security(config)
         self._sasl = sasl_login(self._security)
         self._upstream_tls = (
-            tls_of(self._security) if upstream_tls is None else client_context(upstream_tls)
+            tls_of(self._security)
+            if upstream_tls is None
+            else self._reloading("upstream", client_context, upstream_tls)
         )
         self._certificates = (
             None if tls is None else CertificatePrincipals(tls.principal_mapping_rules)
@@ -157,6 +173,29 @@ class ProxyServer:
         """The port of each node listener bound so far."""
         return {int(name): self.endpoint(int(name))[1] for name in self._servers if name.isdigit()}
 
+    def _reloading(
+        self, side: Side, build: Callable[[Any], ssl.SSLContext], tls: Any
+    ) -> ssl.SSLContext:
+        # `tls` is a TlsConfig or UpstreamTlsConfig: both name their files the same way.
+        files = [f for f in (tls.ca_file, tls.cert_file, tls.key_file) if f is not None]
+        side_context = ReloadingContext(side, lambda: build(tls), files, tls.cert_file)
+        self._tls_sides.append((side_context, tls.reload_interval_s))
+        return side_context.context
+
+    def _sni_context(self, tls: TlsConfig) -> ssl.SSLContext:
+        assert self._sni is not None
+        return self._sni.install(server_context(tls))
+
+    def reload_tls(self) -> None:
+        """Rebuild every TLS context from its files (SIGHUP); a bad file keeps the old one."""
+        for side_context, _ in self._tls_sides:
+            side_context.reload()
+
+    def reload(self) -> None:
+        """SIGHUP: reload the policy file and the TLS files."""
+        self.reload_policy()
+        self.reload_tls()
+
     def _current_policy(self) -> CompiledPolicy | None:
         return None if self.policy is None else self.policy.current()
 
@@ -175,20 +214,42 @@ class ProxyServer:
         else:
             log.warning("no policy file configured: the proxy enforces nothing")
         self._tasks.add(asyncio.ensure_future(self._watch_budget()))
+        for side_context, interval in self._tls_sides:
+            if interval > 0:
+                self._tasks.add(asyncio.ensure_future(side_context.watch(interval)))
         admin = self._config.admin
         if admin.port is not None:
             if self._worker is None:  # under --workers, the supervisor serves it
                 await self.admin.start(admin.bind_host, admin.port)
             self._tasks.add(asyncio.ensure_future(self._probe_cluster()))
         self._servers["bootstrap"] = await self._listen(
-            "bootstrap", self._bootstrap_target, self._config.listeners.bootstrap_port
+            "bootstrap", lambda _: self._bootstrap_target(), self._config.listeners.bootstrap_port
         )
+        sni = self._config.listeners.sni
+        if sni is not None and self._sni is not None:
+            router = self._sni  # the handshake's SNI route picks the broker
+            self._servers[SNI_LISTENER] = await self._listen(
+                SNI_LISTENER,
+                lambda conn: self._sni_target(router.route_of(conn.tls_object())),
+                sni.port,
+                self._sni_ssl,
+            )
         await self._discover()
 
     def endpoint(self, node_id: int) -> tuple[str, int]:
         """The proxy address clients must use for a node."""
         listeners = self._config.listeners
         return listeners.advertised_host, listeners.broker_port_base + node_id
+
+    def sni_endpoint(self, node_id: int) -> tuple[str, int]:
+        """The address clients of the SNI listener must use for a node."""
+        assert self._config.listeners.sni is not None
+        return self._config.listeners.sni.broker_address(node_id)
+
+    def _sni_target(self, route: Route) -> list[tuple[str, int]]:
+        if route == "bootstrap":
+            return self._bootstrap_target()
+        return [self._brokers[route]]  # known: the handshake checked it
 
     def ready(self, nodes: dict[int, tuple[str, int]]) -> bool:
         """Whether every node has a listener and this broker address is already known."""
@@ -219,17 +280,24 @@ class ProxyServer:
                 "broker_port_base + node id stays below 65536"
             )
         self._servers[str(node)] = await self._listen(
-            f"node-{node}", lambda: [self._brokers[node]], port
+            f"node-{node}", lambda _: [self._brokers[node]], port
         )
 
-    async def _listen(self, name: str, target: UpstreamTarget, port: int) -> asyncio.Server:
+    async def _listen(
+        self,
+        name: str,
+        target: Callable[[ClientConnection], list[tuple[str, int]]],
+        port: int,
+        context: ssl.SSLContext | None = None,
+    ) -> asyncio.Server:
         loop = asyncio.get_running_loop()
         limits = self._config.limits
+        context = context or self._ssl
 
         def factory() -> ClientConnection:
-            return ClientConnection(
+            conn: ClientConnection = ClientConnection(
                 listener=name,
-                target=target,
+                target=lambda: target(conn),
                 chain=self._chain,
                 max_frame_bytes=limits.max_frame_bytes,
                 connect_timeout=self._config.upstream.connect_timeout_s,
@@ -241,10 +309,11 @@ class ProxyServer:
                 certificates=self._certificates,
                 upstream_tls=self._upstream_tls,
             )
+            return conn
 
         # Workers share each port (SO_REUSEPORT); the kernel spreads new connections over them.
         # TLS in front of each connection by our layer, which sends a refused handshake's alert.
-        protocol = factory if self._ssl is None else tls_listener(factory, self._ssl)
+        protocol = factory if context is None else tls_listener(factory, context)
         listeners = self._config.listeners
         if listeners.proxy_protocol == "required":  # its header comes before the ClientHello
             protocol = proxy_protocol_listener(
@@ -259,7 +328,11 @@ class ProxyServer:
             port,
             reuse_port=self._worker is not None,
         )
-        advertised = f"{self._config.listeners.advertised_host}:{port}"
+        advertised = (
+            self._config.listeners.sni.bootstrap_address
+            if name == SNI_LISTENER and self._config.listeners.sni
+            else f"{self._config.listeners.advertised_host}:{port}"
+        )
         log.info("listening", listener=name, port=port, advertised=advertised)
         return server
 
