@@ -443,3 +443,40 @@ def test_a_wrong_client_secret_fails_closed_and_says_why(
     assert _sample(metrics, 'kpp_oauth_token_fetches_total{result="error"}') >= 1
     assert "HTTP 401 invalid_client" in misconfigured_proxy.log_text()
     assert "not-the-secret" not in misconfigured_proxy.log_text()
+
+
+def test_ingest_reads_the_audit_topic_with_a_command_config(
+    proxy: ProxyProcess, cluster: LocalKafka, idp: OAuthProvider, tmp_path: Path
+) -> None:
+    on_topic = {r["data"]["decision_id"] for r in audit_records(cluster)}
+    assert on_topic, "the earlier tests' decisions should be on the audit topic"
+    config = properties_file(tmp_path, idp, "kpp-snapshot", CLIENTS["kpp-snapshot"])
+    tokens_before = len(idp.issued("kpp-snapshot"))
+    done = subprocess.run(
+        [
+            str(BIN / "kafka-policy-proxy"),
+            "pipeline",
+            "ingest",
+            "--topic",
+            AUDIT_TOPIC,
+            "--bootstrap-server",
+            cluster.sasl_bootstrap_servers,
+            "--command-config",
+            str(config),
+            "--lake",
+            str(tmp_path / "lake"),
+            "--once",
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["lines"]["events"] == len(on_topic)
+    # Spark's Java Kafka client fetched its own token from the endpoint, with the file's secret.
+    fetched = idp.issued("kpp-snapshot")[tokens_before:]
+    assert fetched and all(r.expiry is not None for r in fetched), fetched
