@@ -111,7 +111,7 @@ class _HeaderReader(asyncio.Protocol):
         self._cancel_timer()
         self._count(reason, detail)
         if self._transport is not None:
-            self._transport.abort()  # nothing is owed to a client that cannot be named
+            self._transport.close()  # nothing is owed to a client that cannot be named
             self._transport = None
 
     def _count(self, reason: Reason, detail: str) -> None:
