@@ -41,7 +41,7 @@ def add_parser(commands: Any) -> None:
         "files, directories, globs or any Hadoop URI; outputs are Parquet tables, an HTML "
         "report and summary.json under --out. Run them on a cluster with spark-submit "
         "(docs/pipeline.md). Needs the 'pipeline' extra: "
-        "pip install 'kafka-policy-proxy[pipeline]'.",
+        "pip install '.[pipeline]' in a clone of kafka-policy-proxy.",
     )
     add_jobs(pipeline, default_master="local[*]")
 
@@ -281,7 +281,7 @@ def _job(args: argparse.Namespace, run: Job) -> int:
     except ImportError as exc:
         print(
             f"kafka-policy-proxy: the pipeline needs the 'pipeline' extra ({exc.name} is missing):"
-            " pip install 'kafka-policy-proxy[pipeline]'",
+            " pip install '.[pipeline]' in a clone of kafka-policy-proxy",
             file=sys.stderr,
         )
         return EXIT_USAGE

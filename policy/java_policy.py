@@ -56,7 +56,9 @@ def _jpype() -> Any:
         import jpype
     except ImportError:
         raise JavaPolicyError(
-            "Java policies need JPype: pip install 'kafka-policy-proxy[java]'", "java_policy"
+            "Java policies need JPype: pip install '.[java]' in a clone of kafka-policy-proxy, "
+            "or the image built with scripts/build-image --with-java",
+            "java_policy",
         ) from None
     if not jpype.isJVMStarted():
         options = shlex.split(os.environ.get(JVM_OPTIONS_ENV, DEFAULT_JVM_OPTIONS))
