@@ -81,14 +81,17 @@ def idp() -> Iterator[OAuthProvider]:
 
 
 def broker_props(idp: OAuthProvider) -> dict[str, str]:
-    """The SASL_PLAINTEXT listener takes OAUTHBEARER only, validated against the JWKS."""
-    listener = "listener.name.sasl_plaintext."
-    return {
-        f"{listener}sasl.enabled.mechanisms": "OAUTHBEARER",
-        f"{listener}oauthbearer.sasl.jaas.config": f"{MODULE} required;",
-        f"{listener}oauthbearer.sasl.server.callback.handler.class": (
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-        ),
+    """The SASL listeners take OAUTHBEARER only, validated against the JWKS."""
+    props = {}
+    for listener in ("listener.name.sasl_plaintext.", "listener.name.sasl_ssl."):
+        props |= {
+            f"{listener}sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"{listener}oauthbearer.sasl.jaas.config": f"{MODULE} required;",
+            f"{listener}oauthbearer.sasl.server.callback.handler.class": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            ),
+        }
+    return props | {
         "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
         "sasl.oauthbearer.expected.audience": AUDIENCE,
         "sasl.oauthbearer.expected.issuer": ISSUER,
@@ -120,13 +123,18 @@ def cluster(idp: OAuthProvider, tmp_path_factory: pytest.TempPathFactory) -> Ite
         kafka.down()
 
 
-def properties_file(directory: Path, idp: OAuthProvider, client: str, secret: str) -> Path:
-    """A Kafka client .properties file for `client`, its secret in a file of its own."""
+def properties_file(
+    directory: Path, idp: OAuthProvider, client: str, secret: str, ca: Path | None = None
+) -> Path:
+    """A Kafka client .properties file for `client`, its secret in a file of its own; over
+    SASL_SSL if the cluster's `ca` is given."""
     secrets = directory / f"{client}.secrets"
     secrets.write_text(f"secret={secret}\n")
     path = directory / f"{client}.properties"
+    tls = f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n" if ca else ""
     path.write_text(
-        "security.protocol=SASL_PLAINTEXT\n"
+        f"security.protocol={'SASL_SSL' if ca else 'SASL_PLAINTEXT'}\n"
+        f"{tls}"
         "sasl.mechanism=OAUTHBEARER\n"
         f"sasl.oauthbearer.token.endpoint.url={idp.token_url}\n"
         f"sasl.login.callback.handler.class={HANDLER}\n"
@@ -329,19 +337,23 @@ def test_the_audit_producer_logs_in_with_the_proxys_token(
     assert found[0]["decision"] == "denied"
 
 
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_snapshot_logs_in_with_a_command_config(
-    proxy: ProxyProcess, cluster: LocalKafka, idp: OAuthProvider, tmp_path: Path
+    protocol: str, cluster: LocalKafka, idp: OAuthProvider, tmp_path: Path
 ) -> None:
     topic = f"orders.snap-{uuid.uuid4().hex[:6]}"
     direct = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     direct.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-    config = properties_file(tmp_path, idp, "kpp-snapshot", CLIENTS["kpp-snapshot"])
+    tls = protocol == "SASL_SSL"
+    ca = cluster.tls_files.ca if tls else None
+    config = properties_file(tmp_path, idp, "kpp-snapshot", CLIENTS["kpp-snapshot"], ca)
+    tokens_before = len(idp.issued("kpp-snapshot"))
     done = subprocess.run(
         [
             str(BIN / "kafka-policy-proxy"),
             "snapshot",
             "--bootstrap-server",
-            cluster.sasl_bootstrap_servers,
+            cluster.sasl_ssl_bootstrap_servers if tls else cluster.sasl_bootstrap_servers,
             "--command-config",
             str(config),
             "--out",
@@ -356,7 +368,7 @@ def test_snapshot_logs_in_with_a_command_config(
     lines = [json.loads(line) for line in (tmp_path / "snapshot.jsonl").read_text().splitlines()]
     topics = {line["name"]: line for line in lines if line.get("kind") == "topic"}
     assert topics[topic]["partitions"] == 3
-    assert [r.client_id for r in idp.issued("kpp-snapshot")] == ["kpp-snapshot"]
+    assert len(idp.issued("kpp-snapshot")[tokens_before:]) == 1
 
 
 def test_the_reader_keeps_judging_across_token_expiries(
