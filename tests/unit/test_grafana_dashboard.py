@@ -9,6 +9,7 @@ from pathlib import Path
 from prometheus_client import REGISTRY
 
 import kafka_policy_proxy.proxy.metrics  # noqa: F401  (registers every metric)
+from harness.promql import parse_errors
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana-dashboard.json"
 
@@ -66,3 +67,9 @@ def test_every_query_is_filtered_by_the_instance_variable() -> None:
             assert selectors, (panel["title"], target["expr"])
             for selector in selectors:
                 assert selector.startswith('{instance=~"$instance"'), (panel["title"], target)
+
+
+def test_every_query_parses_as_promql() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert parse_errors(queries) == {}

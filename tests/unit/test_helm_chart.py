@@ -20,6 +20,7 @@ from prometheus_client import REGISTRY
 import kafka_policy_proxy.proxy.metrics  # noqa: F401  (registers every metric)
 from harness.helm_chart import CHART, KUBE_VERSION, ROOT, VALUES, helm, run_helm, template
 from harness.kube_schema import validate
+from harness.promql import parse_errors
 
 VALUE_FILES = sorted(path.name for path in VALUES.glob("*.yaml"))
 # The oldest Kubernetes the chart supports, and the newest schema there is.
@@ -163,6 +164,7 @@ def test_every_alert_reads_metrics_the_proxy_exports(
         assert alert["expr"].count('job="kafka/kafka-policy-proxy"') == len(
             re.findall(r"\{", alert["expr"])
         ), alert["expr"]
+    assert parse_errors([alert["expr"] for alert in alerts]) == {}
     (monitor,) = _kinds(rendered["full-values.yaml"])["PodMonitor"]
     assert monitor["spec"]["podMetricsEndpoints"] == [
         {"port": "admin", "path": "/metrics", "interval": "30s"}
@@ -211,3 +213,10 @@ def test_the_readme_commands_run_as_written() -> None:
             [helm(), *argv[1:]], check=False, capture_output=True, text=True, cwd=ROOT
         )
         assert done.returncode == 0, (command, done.stderr)
+
+
+def test_the_promql_check_refuses_a_broken_expression() -> None:
+    broken = 'sum(rate(kpp_requests_total{job="x",}[5m]) > 0'
+    assert parse_errors([broken, "up == 0"]) == {
+        broken: "1:47: parse error: unclosed left parenthesis"
+    }
