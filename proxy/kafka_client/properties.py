@@ -118,10 +118,20 @@ def resolve_providers(
                     f"{key}: unknown config provider {name!r} in {match.group()} (use file, dir "
                     "or env, or declare it in config.providers)"
                 )
-            return _lookup(key, kinds[name], path, item, allowed=allowed.get(name), environ=environ)
+            pattern = properties.get(f"{PROVIDERS_KEY}.{name}.param.allowlist.pattern")
+            visible = environ if pattern is None else _allowlisted(environ, pattern)
+            return _lookup(key, kinds[name], path, item, allowed=allowed.get(name), environ=visible)
 
         resolved[key] = _REFERENCE.sub(replace, value)
     return resolved
+
+
+def _allowlisted(environ: Mapping[str, str], pattern: str) -> dict[str, str]:
+    try:
+        allow = re.compile(pattern)
+    except re.error as exc:
+        raise ClientPropertiesError(f"allowlist.pattern: {pattern!r}: {exc}") from None
+    return {name: value for name, value in environ.items() if allow.fullmatch(name)}
 
 
 def _provider_kinds(properties: Mapping[str, str]) -> dict[str, str]:
@@ -150,7 +160,8 @@ def _lookup(
     """One reference's value, from the file, the directory or the environment."""
     reference = f"${{{kind}:{path + ':' if path else ''}{item}}}"
     if kind == "env":
-        if path or item not in environ:
+        # Kafka's EnvVarConfigProvider ignores the path, and hides names its allowlist rejects.
+        if item not in environ:
             raise ClientPropertiesError(f"{key}: {reference}: the environment has no {item}")
         return environ[item]
     if not path:

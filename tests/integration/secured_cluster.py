@@ -160,7 +160,7 @@ def start_secured_cluster(
 
 def _wait_ready(cluster: SecuredCluster, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    admin = AdminClient(cluster.direct())
+    admin = AdminClient(cluster.direct(log_level=0))  # quiet while the node starts
     while True:
         assert cluster.process is not None
         if cluster.process.poll() is not None:

@@ -322,3 +322,14 @@ def test_without_the_ca_the_broker_is_not_trusted(ca: ThrowawayCa) -> None:
     assert security.tls is not None
     with pytest.raises(ssl.SSLCertVerificationError):
         handshake(ca, tls_context(security.tls))
+
+
+def test_the_env_providers_allowlist_hides_other_variables() -> None:
+    props = {
+        "config.providers.env.param.allowlist.pattern": "KAFKA_.*",
+        "a": "${env:KAFKA_PASSWORD}",
+    }
+    environ = {"KAFKA_PASSWORD": "p", "HOME": "/root"}
+    assert resolve_providers(props, environ)["a"] == "p"
+    with pytest.raises(ClientPropertiesError, match=r"^b: \$\{env:HOME\}: the environment has no"):
+        resolve_providers({**props, "b": "${env:HOME}"}, environ)
