@@ -81,6 +81,10 @@ def test_shapes_render_the_objects_they_promise(
     shared = _kinds(rendered["shared-values.yaml"])
     assert sorted(shared) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service"]
     assert len(shared["ConfigMap"]) == 2  # the config and the policy
+    (pod,) = [d["spec"]["template"]["spec"] for d in shared["Deployment"]]
+    assert pod["automountServiceAccountToken"] is False  # it never calls the Kubernetes API
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
     sidecar = _kinds(rendered["sidecar-values.yaml"])
     assert sorted(sidecar) == ["ConfigMap", "Deployment", "NetworkPolicy"]
     # Only the brokers' policy: one for the proxy would select the application's pods.
@@ -121,6 +125,7 @@ def _template_defaults() -> str:
         ("upstream.tls.verify=false", "verify"),
         ("clusterState.sasl.mechanism=GSSAPI", "mechanism"),
         ("workers=0", "workers"),
+        ("service.type=ExternalName", "service"),
     ],
 )
 def test_values_the_schema_refuses_name_their_key(setting: str, key: str) -> None:
