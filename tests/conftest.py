@@ -21,6 +21,7 @@ SHARED_CLUSTER = ("tests/integration/", "tests/security/")
 OWN_CLUSTERS = frozenset(
     {
         "tests/integration/test_audit_topic.py",
+        "tests/integration/test_image.py",
         "tests/integration/test_local_kafka.py",
         "tests/integration/test_soak.py",
         "tests/security/test_streams_heartbeat.py",
@@ -41,6 +42,7 @@ def work_unit(nodeid: str) -> str:
 # the one-test soak to the end).
 LONG_FIRST = (
     "tests/integration/test_soak.py",
+    "tests/integration/test_image.py",  # builds the image: about two minutes
     "tests/integration/test_audit_topic.py",
     "tests/security/test_streams_heartbeat.py",
     "tests/integration/test_local_kafka.py",
