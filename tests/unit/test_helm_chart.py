@@ -143,6 +143,14 @@ def test_a_grace_period_shorter_than_the_drain_is_refused() -> None:
     assert "terminationGracePeriodSeconds must be at least" in done.stderr
 
 
+def test_sni_without_a_listener_certificate_is_refused() -> None:
+    sni = "listeners.sni.bootstrapAddress=kafka.example.com:9443,"
+    sni += "listeners.sni.advertisedBrokerAddressPattern=broker-$(nodeId).kafka.example.com"
+    done = run_helm("template", "x", str(CHART), "--kube-version", KUBE_VERSION, "--set", sni)
+    assert done.returncode != 0
+    assert "listeners.sni needs listeners.tls.secretName" in done.stderr
+
+
 def _exported_metrics() -> set[str]:
     return {
         name
@@ -201,7 +209,7 @@ def test_the_broker_network_policy_admits_only_the_proxy_pods(
     # The proxy's own policy: listeners from client namespaces, admin from monitoring only.
     assert proxy_policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
     listeners, admin = proxy_policy["spec"]["ingress"]
-    assert [p["port"] for p in listeners["ports"]] == [9192, 9201, 9202, 9203, 9204, 9205]
+    assert [p["port"] for p in listeners["ports"]] == [9192, 9201, 9202, 9203, 9204, 9205, 9443]
     assert [p["port"] for p in admin["ports"]] == [9191]
     assert admin["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}

@@ -191,8 +191,12 @@ def test_probes_ports_and_drain_fit_the_config(source: str, index: int) -> None:
     assert published[listeners["bootstrap_port"]] == "bootstrap"
     for port, name in published.items():
         assert served[name] == port  # the Service maps each port to the same container port
-    brokers = sorted(p - listeners["broker_port_base"] for p in published if p != 9192)
-    assert brokers and all(node >= 0 for node in brokers)
+    if "sni" in listeners:  # the SNI port: bootstrap and every broker, by host name
+        assert published[int(listeners["sni"]["bootstrap_address"].rpartition(":")[2])] == "sni"
+    brokers = {port: name for port, name in published.items() if name.startswith("broker-")}
+    assert brokers  # node id N on broker_port_base + N
+    for port, name in brokers.items():
+        assert port == listeners["broker_port_base"] + int(name.removeprefix("broker-"))
     namespace = "kafka"
     assert listeners["advertised_host"] == f"{service['metadata']['name']}.{namespace}.svc"
 

@@ -52,6 +52,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- range .Values.listeners.brokerIds }}
 - {name: broker-{{ . }}, containerPort: {{ add $.Values.listeners.brokerPortBase . }}}
 {{- end }}
+{{- with .Values.listeners.sni.bootstrapAddress }}
+- {name: sni, containerPort: {{ regexFind "[0-9]+$" . }}}
+{{- end }}
 {{- end -}}
 
 {{/* proxy.yaml: the chart's settings, then .Values.config merged over them. */}}
@@ -66,6 +69,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $_ := set $tls "ca_file" (printf "%s/ca.crt" $dir) -}}
 {{- end -}}
 {{- $_ := set $listeners "tls" $tls -}}
+{{- end -}}
+{{- with $v.listeners.sni.bootstrapAddress -}}
+{{- if not $v.listeners.tls.secretName -}}
+{{- fail "listeners.sni needs listeners.tls.secretName (a certificate covering the bootstrap and broker names)" -}}
+{{- end -}}
+{{- $_ := set $listeners "sni" (dict "bootstrap_address" . "advertised_broker_address_pattern" $v.listeners.sni.advertisedBrokerAddressPattern) -}}
 {{- end -}}
 {{- $upstream := dict "bootstrap_servers" $v.upstream.bootstrapServers -}}
 {{- if $v.upstream.tls.enabled -}}
