@@ -10,6 +10,7 @@ container's environment, as `run` would.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -31,6 +32,7 @@ CLI = str(Path(sys.executable).parent / "kafka-policy-proxy")
 WORKLOADS = ["shared.yaml", "sidecar.yaml", "chart:full-values.yaml"]
 
 
+@functools.cache  # read only: every test sees the same render
 def _documents(source: str) -> list[dict[str, Any]]:
     if source.startswith("chart:"):
         text = template(source.removeprefix("chart:"), "kafka-policy-proxy", "kafka")
