@@ -187,7 +187,7 @@ class SniConfig(_Section):
         host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{value!r} is not host:port")
-        if not _HOST_NAME.fullmatch(host):
+        if not _HOST_NAME.fullmatch(host) or host.replace(".", "").isdigit():
             raise ValueError(f"{host!r} is not a DNS host name (SNI carries names, not addresses)")
         return value
 
