@@ -184,3 +184,11 @@ def test_an_unwritable_output_is_exit_2(
     )
     assert code == 2
     assert f"{target}: cannot write" in capsys.readouterr().err
+
+
+def test_json_of_the_example_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, EXAMPLE_CASES, "--format", "json")
+    assert code == 0
+    cases = json.loads(out)
+    assert [case["name"] for case in cases] == example_case_names()
+    assert all(case["passed"] and case["message"] == "" for case in cases)
