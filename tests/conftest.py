@@ -23,6 +23,7 @@ OWN_CLUSTERS = frozenset(
         "tests/integration/test_audit_topic.py",
         "tests/integration/test_image.py",
         "tests/integration/test_local_kafka.py",
+        "tests/integration/test_oauthbearer.py",
         "tests/integration/test_soak.py",
         "tests/security/test_streams_heartbeat.py",
     }
@@ -44,6 +45,7 @@ LONG_FIRST = (
     "tests/integration/test_soak.py",
     "tests/integration/test_image.py",  # builds the image: about two minutes
     "tests/integration/test_audit_topic.py",
+    "tests/integration/test_oauthbearer.py",  # about three minutes, half of it Spark
     "tests/security/test_streams_heartbeat.py",
     "tests/integration/test_local_kafka.py",
     "tests/unit/pipeline/",  # a Spark session per worker
