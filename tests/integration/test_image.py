@@ -121,8 +121,9 @@ def container(image: str, cluster: LocalKafka) -> Iterator[str]:
         "KPP_ADMIN__PORT": str(ADMIN_PORT),
     }
     flags = [part for key, value in env.items() for part in ("--env", f"{key}={value}")]
+    # As the Kubernetes manifests run it: a read-only root file system, /tmp an empty volume.
     started = subprocess.run(
-        [*RUN, "--detach", "--name", name, *flags, image],
+        [*RUN, "--detach", "--name", name, "--read-only", "--tmpfs", "/tmp", *flags, image],
         capture_output=True,
         text=True,
         timeout=120,
