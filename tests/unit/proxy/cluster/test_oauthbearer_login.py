@@ -13,7 +13,11 @@ from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset
 from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class
-from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslAuthenticationError
+from kafka_policy_proxy.proxy.cluster.client import (
+    KafkaClient,
+    SaslAuthenticationError,
+    SaslCredentials,
+)
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
 from kafka_policy_proxy.proxy.cluster.requests import metadata_request
 from kafka_policy_proxy.proxy.kafka_client.oauth import OAuthSettings
@@ -109,3 +113,16 @@ async def test_a_connection_idle_past_its_session_is_replaced_not_used() -> None
     assert second is not first
     assert broker.connections == 2
     await connection.close()
+
+
+async def test_a_password_session_is_renewed_the_same_way() -> None:
+    broker = FakeBroker(script(lifetime_ms=200))  # type: ignore[arg-type]
+    await broker.start()
+    client = await KafkaClient.connect(
+        *broker.address, 5.0, SaslCredentials("PLAIN", "admin", "admin-secret")
+    )
+    await asyncio.sleep(0.195)
+    await client.request(metadata_request(()))
+    await client.close()
+    assert broker.connections == 1
+    assert auth_bytes(broker) == [b"\0admin\0admin-secret"] * 2
