@@ -255,6 +255,13 @@ class ListenersConfig(_Section):
         description="with proxy_protocol: required, the load balancers' addresses (CIDRs): a "
         "connection from any other peer is closed before its header is read; empty: any peer",
     )
+    oauthbearer_principal_claim: str = Field(
+        default="sub",
+        min_length=1,
+        pattern=r"^\S+$",
+        description="the JWT claim an OAUTHBEARER client's principal comes from: the brokers' "
+        "sasl.oauthbearer.sub.claim.name",
+    )
 
     @model_validator(mode="after")
     def _peers_need_proxy_protocol(self) -> ListenersConfig:

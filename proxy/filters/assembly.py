@@ -30,12 +30,13 @@ def proxy_chain(
     max_entries_per_request: int = 5000,
     admission: AdmissionConfig | None = None,
     audit_budget: AuditBudget | None = None,
+    principal_claim: str = "sub",
 ) -> FilterChain:
     """The proxy's filters in order; a request handled by several goes through each in turn."""
     return FilterChain(
         [
             ApiVersionsFilter(),
-            PrincipalCaptureFilter(policy, recorder),
+            PrincipalCaptureFilter(policy, recorder, principal_claim),
             # Counted before anything decodes a guarded request's entries.
             RequestBoundsFilter(max_entries_per_request),
             # The rate and audit budget per principal; the filters after it run in fair turns.

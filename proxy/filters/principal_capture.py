@@ -55,10 +55,14 @@ class PrincipalCaptureFilter(Filter):
     api_keys = SASL_KEYS | GATED_KEYS
 
     def __init__(
-        self, policy: Callable[[], CompiledPolicy | None], recorder: DecisionRecorder
+        self,
+        policy: Callable[[], CompiledPolicy | None],
+        recorder: DecisionRecorder,
+        principal_claim: str = "sub",
     ) -> None:
         self._policy = policy
         self._recorder = recorder
+        self._principal_claim = principal_claim  # the JWT claim of an OAUTHBEARER principal
         self._trackers: dict[int, SaslPrincipalTracker] = {}
         # Listeners where a broker accepted a SaslHandshake: their broker wants SASL.
         self._sasl_listeners: set[str] = set()
@@ -70,7 +74,9 @@ class PrincipalCaptureFilter(Filter):
             return self._gate(ctx)
         tracker = self._trackers.get(ctx.connection_id)
         if tracker is None:
-            tracker = self._trackers[ctx.connection_id] = SaslPrincipalTracker()
+            tracker = self._trackers[ctx.connection_id] = SaslPrincipalTracker(
+                self._principal_claim
+            )
         request = decode_untrusted(request_class(key, version), ctx.frame, ctx.body_offset())
         try:
             if key == SASL_HANDSHAKE:

@@ -160,6 +160,7 @@ class ProxyServer:
             max_entries_per_request=config.limits.max_entries_per_request,
             admission=config.admission,
             audit_budget=self._recorder.budget,
+            principal_claim=config.listeners.oauthbearer_principal_claim,
         )
 
     @property
