@@ -9,7 +9,6 @@ import ssl
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import structlog
 
@@ -21,10 +20,10 @@ from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.audit.sink import AuditSink
 from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
-from kafka_policy_proxy.proxy.cluster.login import sasl_login, tls_of
+from kafka_policy_proxy.proxy.cluster.login import sasl_login
 from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
-from kafka_policy_proxy.proxy.config import ProxyConfig, TlsConfig
+from kafka_policy_proxy.proxy.config import ProxyConfig
 from kafka_policy_proxy.proxy.filters.assembly import proxy_chain
 from kafka_policy_proxy.proxy.kafka_client.proxy_settings import proxy_client_security
 from kafka_policy_proxy.proxy.metrics import CONNECTIONS, CONNECTIONS_OPEN
@@ -33,14 +32,12 @@ from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
 from kafka_policy_proxy.proxy.net.proxy_protocol import proxy_protocol_listener
 from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
 from kafka_policy_proxy.proxy.runtime.policy_source import PolicySource
+from kafka_policy_proxy.proxy.runtime.tls_sides import TlsSides
 from kafka_policy_proxy.proxy.runtime.workers import last_good_policy
-from kafka_policy_proxy.proxy.tls.broker_side import client_context
 from kafka_policy_proxy.proxy.tls.client_side import (
     CertificatePrincipals,
-    server_context,
     tls_listener,
 )
-from kafka_policy_proxy.proxy.tls.reloading import ReloadingContext, Side
 from kafka_policy_proxy.proxy.tls.sni import SNI_LISTENER, Route, SniRouter
 
 log = structlog.get_logger("proxy.runtime.server")
@@ -71,26 +68,19 @@ class ProxyServer:
         tls = config.listeners.tls
         # Built first here, so that an unusable TLS file stops `run` before anything listens;
         # rebuilt when the files change (proxy/tls/reloading.py).
-        self._tls_sides: list[tuple[ReloadingContext, float]] = []
-        self._ssl = None if tls is None else self._reloading("listener", server_context, tls)
+        self._tls = TlsSides()
+        self._ssl = None if tls is None else self._tls.listener(tls)
         sni = config.listeners.sni
         self._sni = None if sni is None else SniRouter(sni, lambda node: node in self._brokers)
         self._sni_ssl = (
-            None
-            if tls is None or self._sni is None
-            else self._reloading("sni", self._sni_context, tls)
+            None if tls is None or self._sni is None else self._tls.listener(tls, self._sni)
         )
-        upstream_tls = config.upstream.tls
         # The proxy's own security: upstream.client_properties, or upstream.tls and
         # cluster_state.sasl (their files checked first, above). Its login also discovers the
-        # brokers; the properties' TLS (built once) re-originates client connections too.
+        # brokers; the properties' TLS re-originates client connections too.
         self._security = proxy_client_security(config)
         self._sasl = sasl_login(self._security)
-        self._upstream_tls = (
-            tls_of(self._security)
-            if upstream_tls is None
-            else self._reloading("upstream", client_context, upstream_tls)
-        )
+        self._upstream_tls = self._tls.upstream(config, self._security)
         self._certificates = (
             None if tls is None else CertificatePrincipals(tls.principal_mapping_rules)
         )
@@ -174,23 +164,9 @@ class ProxyServer:
         """The port of each node listener bound so far."""
         return {int(name): self.endpoint(int(name))[1] for name in self._servers if name.isdigit()}
 
-    def _reloading(
-        self, side: Side, build: Callable[[Any], ssl.SSLContext], tls: Any
-    ) -> ssl.SSLContext:
-        # `tls` is a TlsConfig or UpstreamTlsConfig: both name their files the same way.
-        files = [f for f in (tls.ca_file, tls.cert_file, tls.key_file) if f is not None]
-        side_context = ReloadingContext(side, lambda: build(tls), files, tls.cert_file)
-        self._tls_sides.append((side_context, tls.reload_interval_s))
-        return side_context.context
-
-    def _sni_context(self, tls: TlsConfig) -> ssl.SSLContext:
-        assert self._sni is not None
-        return self._sni.install(server_context(tls))
-
     def reload_tls(self) -> None:
         """Rebuild every TLS context from its files (SIGHUP); a bad file keeps the old one."""
-        for side_context, _ in self._tls_sides:
-            side_context.reload()
+        self._tls.reload()
 
     def reload(self) -> None:
         """SIGHUP: reload the policy file and the TLS files."""
@@ -215,9 +191,7 @@ class ProxyServer:
         else:
             log.warning("no policy file configured: the proxy enforces nothing")
         self._tasks.add(asyncio.ensure_future(self._watch_budget()))
-        for side_context, interval in self._tls_sides:
-            if interval > 0:
-                self._tasks.add(asyncio.ensure_future(side_context.watch(interval)))
+        self._tasks.update(self._tls.watchers())
         admin = self._config.admin
         if admin.port is not None:
             if self._worker is None:  # under --workers, the supervisor serves it

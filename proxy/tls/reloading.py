@@ -57,11 +57,12 @@ class ReloadingContext:
         side: Side,
         build: Callable[[], ssl.SSLContext],
         files: Sequence[Path],
-        certificate: Path | None = None,
+        certificate: Callable[[], bytes | None] | None = None,
     ) -> None:
         """Build it now; a ConfigError from `build` stops the start, as before.
 
-        `files`: every file `build` reads; `certificate`: the one whose notAfter is exported.
+        `files`: the files `build` reads; `certificate`: reads the PEM of the certificate this
+        side presents (its notAfter is exported, and an expired one refused on reload).
         """
         self.side = side
         self._build = build
@@ -116,22 +117,29 @@ class ReloadingContext:
                 stamps.append((stat.st_ino, stat.st_mtime_ns, stat.st_size))
         return tuple(stamps)
 
+    def _presented(self) -> x509.Certificate | None:
+        pem = None if self._certificate is None else self._certificate()
+        if not pem:
+            return None
+        try:
+            return x509.load_pem_x509_certificate(pem)
+        except ValueError as exc:
+            raise ValueError(f"{self._where()}: no PEM certificate found") from exc
+
+    def _where(self) -> str:
+        return ", ".join(str(f) for f in self._files)
+
     def _refuse_expired(self) -> None:
         # At start an expired listener certificate is served (clients say why they refuse
         # it); replacing a working one with it would be a mistake, so a reload refuses it.
-        if self._certificate is None:
-            return
-        try:
-            cert = x509.load_pem_x509_certificate(self._certificate.read_bytes())
-        except ValueError as exc:
-            raise ValueError(f"{self._certificate}: no PEM certificate found") from exc
-        if cert.not_valid_after_utc < datetime.datetime.now(datetime.UTC):
+        cert = self._presented()
+        if cert is not None and cert.not_valid_after_utc < datetime.datetime.now(datetime.UTC):
             when = f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
-            raise ValueError(f"{self._certificate}: the certificate expired on {when}")
+            raise ValueError(f"{self._where()}: the certificate expired on {when}")
 
     def _export_expiry(self) -> None:
-        if self._certificate is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            cert = x509.load_pem_x509_certificate(self._certificate.read_bytes())
-            TLS_CERTIFICATE_EXPIRY.labels(side=self.side).set(cert.not_valid_after_utc.timestamp())
+        with contextlib.suppress(OSError, ValueError, ConfigError):
+            cert = self._presented()
+            if cert is not None:
+                expiry = cert.not_valid_after_utc.timestamp()
+                TLS_CERTIFICATE_EXPIRY.labels(side=self.side).set(expiry)

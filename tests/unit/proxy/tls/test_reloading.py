@@ -48,7 +48,9 @@ def volume(tmp_path: Path, ca: ThrowawayCa) -> SecretVolume:
 def live(volume: SecretVolume) -> ReloadingContext:
     tls = TlsConfig(cert_file=volume.path("tls.crt"), key_file=volume.path("tls.key"))
     paths = [volume.path("tls.crt"), volume.path("tls.key")]
-    return ReloadingContext("listener", lambda: server_context(tls), paths, tls.cert_file)
+    return ReloadingContext(
+        "listener", lambda: server_context(tls), paths, tls.cert_file.read_bytes
+    )
 
 
 def served_serial(live: ReloadingContext, ca: ThrowawayCa) -> int:
