@@ -21,6 +21,7 @@ SHARED_CLUSTER = ("tests/integration/", "tests/security/")
 OWN_CLUSTERS = frozenset(
     {
         "tests/integration/test_audit_topic.py",
+        "tests/integration/test_client_properties.py",
         "tests/integration/test_image.py",
         "tests/integration/test_local_kafka.py",
         "tests/integration/test_oauthbearer.py",
@@ -46,6 +47,7 @@ LONG_FIRST = (
     "tests/integration/test_image.py",  # builds the image: about two minutes
     "tests/integration/test_audit_topic.py",
     "tests/integration/test_oauthbearer.py",  # about three minutes, half of it Spark
+    "tests/integration/test_client_properties.py",  # 1-2.5 minutes, Spark the most of it
     "tests/security/test_streams_heartbeat.py",
     "tests/integration/test_local_kafka.py",
     "tests/unit/pipeline/",  # a Spark session per worker
