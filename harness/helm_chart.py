@@ -35,10 +35,17 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm(), *args], check=False, capture_output=True, text=True, timeout=120)
 
 
-def template(values: str, release: str, namespace: str, show_only: tuple[str, ...] = ()) -> str:
-    """`helm template` of the chart with ci/<values>; raises with helm's error on failure."""
+def template(
+    values: str,
+    release: str,
+    namespace: str,
+    show_only: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
+) -> str:
+    """`helm template` of the chart with ci/<values> (then `extra` helm arguments); raises
+    with helm's error on failure."""
     args = ["template", release, str(CHART), "--namespace", namespace]
-    args += ["--kube-version", KUBE_VERSION, "-f", str(VALUES / values)]
+    args += ["--kube-version", KUBE_VERSION, "-f", str(VALUES / values), *extra]
     for name in show_only:
         args += ["--show-only", f"templates/{name}"]
     done = run_helm(*args)

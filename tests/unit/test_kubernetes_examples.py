@@ -11,9 +11,7 @@ container's environment, as `run` would.
 from __future__ import annotations
 
 import functools
-import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -22,12 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.helm_chart import EXAMPLE_FILES, EXAMPLES, ROOT, template
+from harness.helm_chart import EXAMPLE_FILES, EXAMPLES, template
+from harness.pod_layout import container_argv, environment, lay_out, proxy_containers, relocate
 from kafka_policy_proxy.cli import build_parser
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.proxy.config import FILE_SUFFIX
 
-DOCKERFILE = ROOT / "Dockerfile"
 CLI = str(Path(sys.executable).parent / "kafka-policy-proxy")
 WORKLOADS = ["shared.yaml", "sidecar.yaml", "chart:full-values.yaml"]
 
@@ -39,57 +37,6 @@ def _documents(source: str) -> list[dict[str, Any]]:
     else:
         text = (EXAMPLES / source).read_text()
     return [doc for doc in yaml.safe_load_all(text) if doc]
-
-
-def _image_argv() -> tuple[list[str], list[str]]:
-    """The image's ENTRYPOINT and CMD (the last of each, JSON form, as Kubernetes sees them)."""
-    found: dict[str, list[str]] = {"ENTRYPOINT": [], "CMD": []}
-    for line in DOCKERFILE.read_text().splitlines():
-        match = re.match(r"^(ENTRYPOINT|CMD)\s+(\[.*\])\s*$", line)
-        if match:
-            found[match[1]] = json.loads(match[2])
-    return found["ENTRYPOINT"], found["CMD"]
-
-
-def _argv(container: dict[str, Any]) -> list[str]:
-    """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD), `args` replace CMD."""
-    entrypoint, cmd = _image_argv()
-    if "command" in container:
-        return [*container["command"], *container.get("args", [])]
-    return [*entrypoint, *container.get("args", cmd)]
-
-
-def _proxy_containers(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(pod spec, container) for every container running the proxy image."""
-    found = []
-    for doc in docs:
-        if doc["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
-            pod = doc["spec"]["template"]["spec"]
-            for container in pod.get("initContainers", []) + pod["containers"]:
-                if container["image"].startswith("kafka-policy-proxy:"):
-                    found.append((pod, container))
-    return found
-
-
-def _lay_out(
-    docs: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any], root: Path
-) -> dict[str, str]:
-    """Write the container's ConfigMap volumes under root; returns mount path -> volume kind."""
-    config_maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    kinds = {}
-    for mount in container["volumeMounts"]:
-        volume = volumes[mount["name"]]
-        target = root / mount["mountPath"].lstrip("/")
-        target.mkdir(parents=True, exist_ok=True)
-        kind = next(k for k in ("configMap", "secret", "emptyDir") if k in volume)
-        kinds[mount["mountPath"]] = kind
-        if kind == "configMap" and volume["configMap"]["name"] in config_maps:
-            for key, text in config_maps[volume["configMap"]["name"]].items():
-                (target / key).write_text(text)
-        if kind == "configMap" and volume["configMap"]["name"] not in config_maps:
-            kinds[mount["mountPath"]] = "external configMap"
-    return kinds
 
 
 def _paths(data: dict[str, Any]) -> list[str]:
@@ -106,7 +53,7 @@ def _cases() -> list[tuple[str, int]]:
     return [
         (source, index)
         for source in WORKLOADS
-        for index in range(len(_proxy_containers(_documents(source))))
+        for index in range(len(proxy_containers(_documents(source))))
     ]
 
 
@@ -127,15 +74,15 @@ def test_the_container_argv_runs_the_proxy_with_its_mounted_config(
     source: str, index: int, tmp_path: Path
 ) -> None:
     docs = _documents(source)
-    pod, container = _proxy_containers(docs)[index]
-    argv = _argv(container)
+    pod, container = proxy_containers(docs)[index]
+    argv = container_argv(container)
     assert argv[0] == "kafka-policy-proxy", argv
     try:
         args = build_parser().parse_args(argv[1:])
     except SystemExit:  # argparse's exit 2: the container would crash-loop
         pytest.fail(f"the container's argv does not parse: {argv}")
     assert args.command == "run"
-    kinds = _lay_out(docs, pod, container, tmp_path)
+    kinds = lay_out(docs, pod, container, tmp_path)
     config_path = tmp_path / str(args.config).lstrip("/")
     assert config_path.is_file(), f"{args.config} is not in a ConfigMap the pod mounts"
     config = yaml.safe_load(config_path.read_text())
@@ -146,14 +93,8 @@ def test_the_container_argv_runs_the_proxy_with_its_mounted_config(
             (tmp_path / path.lstrip("/")).write_text("from-a-secret\n")
         elif kinds[mount] == "configMap":
             assert (tmp_path / path.lstrip("/")).is_file(), f"{path}: not in its ConfigMap"
-    # Every mounted path the config names moves under tmp_path (one pass: /tmp is a mount).
-    mounts = "|".join(re.escape(m) for m in sorted(kinds, key=len, reverse=True))
-    text = re.sub(f"(?<= )({mounts})/", lambda m: f"{tmp_path}{m[1]}/", config_path.read_text())
-    config_path.write_text(text)
-    env = {
-        item["name"]: item.get("value", "from-the-downward-api")
-        for item in container.get("env", [])
-    }
+    config_path.write_text(relocate(config_path.read_text(), kinds, tmp_path))
+    env = environment(container, "from-the-downward-api")
     done = subprocess.run(
         [CLI, "config", "show", "--config", str(config_path)],
         check=False,
@@ -169,7 +110,7 @@ def test_the_container_argv_runs_the_proxy_with_its_mounted_config(
 @pytest.mark.parametrize(("source", "index"), _cases())
 def test_probes_ports_and_drain_fit_the_config(source: str, index: int) -> None:
     docs = _documents(source)
-    pod, proxy = _proxy_containers(docs)[index]
+    pod, proxy = proxy_containers(docs)[index]
     (config_map,) = [d for d in docs if d["metadata"]["name"].endswith("-config")]
     config = yaml.safe_load(config_map["data"]["proxy.yaml"])
     (admin,) = [p for p in proxy["ports"] if p["name"] == "admin"]
