@@ -209,9 +209,11 @@ class KafkaClient:
                 if self._answered:
                     raise
                 hint = (
-                    "if it requires client certificates, set upstream.tls.cert_file and key_file"
+                    "if it requires client certificates, set upstream.tls.cert_file and key_file "
+                    "(in client properties: ssl.keystore.*)"
                     if self._tls
-                    else "if its listener is SSL or SASL_SSL, set upstream.tls"
+                    else "if its listener is SSL or SASL_SSL, set upstream.tls (in client "
+                    "properties: security.protocol=SSL or SASL_SSL)"
                 )
                 raise ConnectionError(
                     f"broker {self._address[0]}:{self._address[1]} closed the connection "

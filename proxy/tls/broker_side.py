@@ -96,7 +96,8 @@ def explain(exc: ssl.SSLError, host: str, port: int) -> BrokerTlsError:
         if code in _UNTRUSTED:
             why = (
                 "its certificate is not signed by a CA in upstream.tls.ca_file "
-                "(or the system's CAs when ca_file is unset)"
+                "(or the system's CAs when ca_file is unset; in client properties: "
+                "ssl.truststore.*)"
             )
         elif code == _EXPIRED:
             why = "its certificate has expired (renew the broker certificate)"
@@ -105,7 +106,8 @@ def explain(exc: ssl.SSLError, host: str, port: int) -> BrokerTlsError:
         elif code in (_HOSTNAME_MISMATCH, _IP_MISMATCH):
             why = (
                 f"its certificate does not name {host!r}: dial a name it has in "
-                "upstream.bootstrap_servers, or set upstream.tls.check_hostname: false"
+                "upstream.bootstrap_servers, or set upstream.tls.check_hostname: false (in "
+                "client properties: ssl.endpoint.identification.algorithm=)"
             )
         else:
             why = f"its certificate was refused: {exc.verify_message}"
@@ -114,12 +116,13 @@ def explain(exc: ssl.SSLError, host: str, port: int) -> BrokerTlsError:
     if any(alert in reason for alert in _CLIENT_CERT_ALERTS):
         why = (
             f"the broker refused the proxy's client certificate ({reason}): set "
-            "upstream.tls.cert_file and key_file to one signed by a CA the broker trusts"
+            "upstream.tls.cert_file and key_file to one signed by a CA the broker trusts (in "
+            "client properties: ssl.keystore.*)"
         )
     elif any(marker in reason for marker in _NOT_TLS):
         return not_tls(host, port)
     else:
-        why = f"handshake failed ({reason or exc}); check upstream.tls"
+        why = f"handshake failed ({reason or exc}); check upstream.tls (or ssl.* client properties)"
     return BrokerTlsError(f"{where}: {why}")
 
 
@@ -127,5 +130,6 @@ def not_tls(host: str, port: int) -> BrokerTlsError:
     """The broker broke off the TLS handshake, as a plaintext listener does."""
     return BrokerTlsError(
         f"TLS to broker {host}:{port}: the broker did not answer in TLS: is this a PLAINTEXT or "
-        "SASL_PLAINTEXT listener? Remove upstream.tls or dial the SSL listener"
+        "SASL_PLAINTEXT listener? Remove upstream.tls or dial the SSL listener (in client "
+        "properties: security.protocol=PLAINTEXT or SASL_PLAINTEXT)"
     )

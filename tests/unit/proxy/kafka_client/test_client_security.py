@@ -23,6 +23,7 @@ from kafka_policy_proxy.proxy.kafka_client.properties import (
 )
 from kafka_policy_proxy.proxy.kafka_client.security import client_security
 from kafka_policy_proxy.proxy.kafka_client.ssl_context import tls_context
+from kafka_policy_proxy.proxy.tls.broker_side import explain
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -320,8 +321,11 @@ def test_the_context_trusts_the_ca_and_presents_the_client_certificate(ca: Throw
 def test_without_the_ca_the_broker_is_not_trusted(ca: ThrowawayCa) -> None:
     security = client_security({"security.protocol": "SSL"})  # the system's CAs
     assert security.tls is not None
-    with pytest.raises(ssl.SSLCertVerificationError):
+    with pytest.raises(ssl.SSLCertVerificationError) as refused:
         handshake(ca, tls_context(security.tls))
+    # The explanation names the key to set in either spelling.
+    explained = str(explain(refused.value, "127.0.0.1", 9093))
+    assert "upstream.tls.ca_file" in explained and "ssl.truststore.*" in explained
 
 
 def test_the_env_providers_allowlist_hides_other_variables() -> None:
