@@ -187,6 +187,9 @@ def on_the_brokers(kafka: Any, topic: str, partitions: int) -> dict[int, list[st
 def test_kcat_sees_broker_names_and_round_trips_through_every_broker(
     sni: Sni, topic: str, kafka: Any
 ) -> None:
+    listing = kcat(sni, "-L")  # the command docs/operations.md shows
+    for node in sni.nodes:
+        assert f"broker {node} at {broker_name(node)}:{SNI_PORT}" in listing
     metadata = json.loads(kcat(sni, "-L", "-J", "-t", topic))
     advertised = {b["id"]: b["name"] for b in metadata["brokers"]}
     assert advertised == {n: f"{broker_name(n)}:{SNI_PORT}" for n in sni.nodes}

@@ -119,9 +119,9 @@ def rig(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         assert proxy.stop() == 0
 
 
-def metric(name: str, **labels: str) -> float:
-    """A value from the proxy's /metrics (0 when the series is not there yet)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}/metrics", timeout=5).read()
+def metric(name: str, port: int = ADMIN_PORT, **labels: str) -> float:
+    """A value from a proxy's /metrics (0 when the series is not there yet)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.decode().splitlines():
         found = re.fullmatch(rf"{name}\{{([^}}]*)\}} (\S+)", line)
@@ -338,3 +338,84 @@ def test_upstream_rotation_applies_to_new_connections_only(rig: Rig) -> None:
             assert api_versions(again)
     finally:
         held.close()
+
+
+PROPERTIES_PORT = 18740  # bootstrap; nodes 1..3 on 18741..18743
+PROPERTIES_ADMIN_PORT = 18732
+
+
+@pytest.fixture(scope="module")
+def properties_proxy(
+    kafka: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ProxyProcess, SecretVolume, bytes]]:
+    """A plaintext-listener proxy whose broker side is set by Kafka client properties naming
+    a PEM keystore in a Secret volume; its mTLS to the brokers must follow that keystore."""
+    work = tmp_path_factory.mktemp("tls-reload-properties")
+    files = kafka.tls_files
+    keystore = files.client_key.read_bytes() + files.client_cert.read_bytes()
+    volume = SecretVolume(work / "keystore", {"keystore.pem": keystore})
+    properties = work / "client.properties"
+    properties.write_text(
+        "security.protocol=SSL\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={files.ca}\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={volume.path('keystore.pem')}\n"
+    )
+    proxy = ProxyProcess(
+        work,
+        kafka.mtls_bootstrap_servers,
+        PROPERTIES_PORT,
+        PROPERTIES_PORT,
+        extra={
+            "upstream": {
+                "bootstrap_servers": kafka.mtls_bootstrap_servers.split(","),
+                "client_properties": str(properties),
+            },
+            "admin": {"port": PROPERTIES_ADMIN_PORT},
+        },
+    )
+    try:
+        yield proxy, volume, keystore
+    finally:
+        assert proxy.stop() == 0
+
+
+def plain_client() -> socket.socket:
+    """A new plaintext connection to the properties proxy's bootstrap listener."""
+    return socket.create_connection(("127.0.0.1", PROPERTIES_PORT), timeout=10)
+
+
+def plain_api_versions(client: socket.socket) -> bool:
+    """ApiVersions v0 over plaintext; whether the broker behind answered."""
+    client.sendall(framed(request_header(18, 0, 9, "rotation")))
+    try:
+        return len(client.recv(4)) == 4
+    except (ConnectionError, TimeoutError):
+        return False
+
+
+def test_client_properties_keystore_rotation(
+    properties_proxy: tuple[ProxyProcess, SecretVolume, bytes], tmp_path: Path
+) -> None:
+    """upstream.client_properties: a new keystore behind the same ssl.keystore.location is
+    used by new broker connections after SIGHUP; an open one keeps its session."""
+    proxy, volume, good = properties_proxy
+    stranger = ThrowawayCa(tmp_path, "stranger-ca").issue("proxy", server=False)
+
+    def upstream_reloads() -> float:
+        return metric("kpp_tls_reloads_total", PROPERTIES_ADMIN_PORT, side="upstream", result="ok")
+
+    with plain_client() as held:
+        assert plain_api_versions(held)
+        volume.update({"keystore.pem": stranger.key.read_bytes() + stranger.cert.read_bytes()})
+        proxy.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: upstream_reloads() == 1, "the stranger's keystore loaded")
+        with plain_client() as refused:
+            assert not plain_api_versions(refused), "a new connection used the old keystore"
+        assert plain_api_versions(held), "an open connection lost its broker session"
+        volume.update({"keystore.pem": good})
+        proxy.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: upstream_reloads() == 2, "the good keystore loaded again")
+        with plain_client() as again:
+            assert plain_api_versions(again)
