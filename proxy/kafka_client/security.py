@@ -73,11 +73,6 @@ class ClientSecurity:
     oauth: OAuthSettings | None = None
     origin: str = "defaults"
 
-    @property
-    def uses_sasl(self) -> bool:
-        """Whether the protocol authenticates with SASL."""
-        return self.protocol.startswith("SASL_")
-
 
 def client_security(props: Mapping[str, str], origin: str = "client properties") -> ClientSecurity:
     """The ClientSecurity that resolved client properties ask for; refuses what it cannot be."""
