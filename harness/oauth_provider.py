@@ -1,6 +1,6 @@
 """A test identity provider: the OAuth 2 client-credentials grant, RS256 JWTs and a JWKS.
 
-POST /token issues a signed JWT (sub = the client id) to a client that presents its id and
+POST /token issues a signed JWT (sub and azp: the client id) to a client that presents its id and
 secret (HTTP Basic, or client_id/client_secret in the form); GET /jwks serves the public key,
 which a broker's OAuthBearerValidatorCallbackHandler fetches to check the signature. Every
 token request is recorded, so a test can tell when tokens were fetched and how long each was
@@ -56,10 +56,14 @@ class OAuthProvider:
         *,
         lifetime_s: float = 3600.0,
         scope: str = "kafka",
+        sub_prefix: str = "",
     ) -> None:
         self.clients = dict(clients)
         self.lifetime_s = lifetime_s
         self.scope = scope
+        # sub = prefix + client id; azp = the client id (a broker may name either as its
+        # sasl.oauthbearer.sub.claim.name).
+        self.sub_prefix = sub_prefix
         self.requests: list[TokenRequest] = []
         self._lock = threading.Lock()
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -110,7 +114,8 @@ class OAuthProvider:
         claims: dict[str, Any] = {
             "iss": ISSUER,
             "aud": AUDIENCE,
-            "sub": client_id,
+            "sub": self.sub_prefix + client_id,
+            "azp": client_id,
             "iat": now,
             "exp": now + int(lifetime_s if lifetime_s is not None else self.lifetime_s),
             "scope": self.scope,

@@ -71,8 +71,11 @@ rules:
 
 @pytest.fixture(scope="module")
 def idp() -> Iterator[OAuthProvider]:
-    """The identity provider: tokens for CLIENTS, each good for TOKEN_LIFETIME_S."""
-    provider = OAuthProvider("127.0.0.1", PROVIDER_PORT, CLIENTS, lifetime_s=TOKEN_LIFETIME_S)
+    """The identity provider: tokens for CLIENTS, each good for TOKEN_LIFETIME_S; `azp` is the
+    client id, `sub` another name (uid-<client id>)."""
+    provider = OAuthProvider(
+        "127.0.0.1", PROVIDER_PORT, CLIENTS, lifetime_s=TOKEN_LIFETIME_S, sub_prefix="uid-"
+    )
     provider.start()
     try:
         yield provider
@@ -93,6 +96,8 @@ def broker_props(idp: OAuthProvider) -> dict[str, str]:
         }
     return props | {
         "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+        # The principal is the client id: the azp claim, not sub.
+        "sasl.oauthbearer.sub.claim.name": "azp",
         "sasl.oauthbearer.expected.audience": AUDIENCE,
         "sasl.oauthbearer.expected.issuer": ISSUER,
         # An expired token is refused at once, and a session ends when its token expires.
@@ -164,6 +169,14 @@ def start_proxy(
             "upstream": {
                 "bootstrap_servers": cluster.sasl_bootstrap_servers.split(","),
                 "client_properties": str(properties_file(workdir, idp, "kpp-proxy", secret)),
+            },
+            "listeners": {
+                "bind_host": "127.0.0.1",
+                "advertised_host": "127.0.0.1",
+                "bootstrap_port": ports[0],
+                "broker_port_base": ports[1],
+                # As the brokers: the policy's principals are User:<client id>.
+                "oauthbearer_principal_claim": "azp",
             },
             "policy": {"file": str(workdir / "policy.yaml")},
             "admin": {"bind_host": "127.0.0.1", "port": admin},
@@ -257,7 +270,7 @@ def metric(text: str, name: str) -> float:
     return total
 
 
-def test_decisions_through_the_proxy_use_the_principal_in_the_token(
+def test_decisions_through_the_proxy_use_the_principal_the_brokers_read_from_the_token(
     proxy: ProxyProcess, cluster: LocalKafka, idp: OAuthProvider
 ) -> None:
     topic = f"alice.orders-{uuid.uuid4().hex[:6]}"
@@ -333,7 +346,7 @@ def test_the_audit_producer_logs_in_with_the_proxys_token(
         if found or time.monotonic() > deadline:
             break
     assert found, "no audit record for the denied create"
-    assert "User:bob" in json.dumps(found[0])  # the principal the token's sub named
+    assert "User:bob" in json.dumps(found[0])  # the principal the token's azp named
     assert found[0]["decision"] == "denied"
 
 
