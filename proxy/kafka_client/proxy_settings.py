@@ -48,14 +48,9 @@ def proxy_client_security(config: ProxyConfig) -> ClientSecurity:
             raise ConfigError(f"upstream.tls: {exc}") from None
     protocol = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
     if sasl is None:
-        return ClientSecurity(protocol, material, origin="upstream.tls")
+        return ClientSecurity(protocol, material)
     return ClientSecurity(
-        protocol,
-        material,
-        sasl.mechanism,
-        sasl.username,
-        sasl.password.get_secret_value(),
-        origin="upstream.tls and cluster_state.sasl",
+        protocol, material, sasl.mechanism, sasl.username, sasl.password.get_secret_value()
     )
 
 

@@ -63,7 +63,7 @@ _SECURITY_PREFIXES = ("security.", "ssl.", "sasl.")
 
 @dataclass(frozen=True)
 class ClientSecurity:
-    """Who the proxy is to the brokers and whom it trusts; `origin` names where it was set."""
+    """Who the proxy is to the brokers and whom it trusts."""
 
     protocol: str = "PLAINTEXT"
     tls: TlsMaterial | None = None
@@ -71,10 +71,9 @@ class ClientSecurity:
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     oauth: OAuthSettings | None = None
-    origin: str = "defaults"
 
 
-def client_security(props: Mapping[str, str], origin: str = "client properties") -> ClientSecurity:
+def client_security(props: Mapping[str, str]) -> ClientSecurity:
     """The ClientSecurity that resolved client properties ask for; refuses what it cannot be."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
@@ -86,7 +85,7 @@ def client_security(props: Mapping[str, str], origin: str = "client properties")
     tls = tls_material(props) if protocol.endswith("SSL") else None
     if mechanism is None:
         # As in Kafka's clients, the sasl.* settings do not apply without SASL.
-        return ClientSecurity(protocol, tls, origin=origin)
+        return ClientSecurity(protocol, tls)
     if mechanism not in MECHANISMS:
         default = " (Kafka's default when unset: Kerberos)" if "sasl.mechanism" not in props else ""
         raise ClientPropertiesError(
@@ -98,16 +97,16 @@ def client_security(props: Mapping[str, str], origin: str = "client properties")
             oauth = oauth_settings(props)
         except ValueError as exc:
             raise ClientPropertiesError(str(exc)) from None
-        return ClientSecurity(protocol, tls, mechanism, oauth=oauth, origin=origin)
+        return ClientSecurity(protocol, tls, mechanism, oauth=oauth)
     username, password = _login(props, mechanism)
-    return ClientSecurity(protocol, tls, mechanism, username, password, origin=origin)
+    return ClientSecurity(protocol, tls, mechanism, username, password)
 
 
 def load_client_security(path: Path) -> ClientSecurity:
     """Read a client .properties file into ClientSecurity; errors name the file and the key."""
     props = read_properties(path)
     try:
-        return client_security(props, origin=str(path))
+        return client_security(props)
     except ClientPropertiesError as exc:
         raise ClientPropertiesError(f"{path}: {exc}") from None
 

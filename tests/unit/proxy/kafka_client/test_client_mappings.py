@@ -151,11 +151,10 @@ def test_the_yaml_keys_and_a_properties_file_make_the_same_security(
         from_file.sasl_mechanism,
         from_file.sasl_password,
     )
-    assert from_file.origin == str(properties)
 
 
 def test_plaintext_when_nothing_is_set() -> None:
-    assert proxy_client_security(config()) == ClientSecurity(origin="upstream.tls")
+    assert proxy_client_security(config()) == ClientSecurity()
 
 
 def test_a_bad_properties_file_names_the_yaml_key_the_file_and_its_key(tmp_path: Path) -> None:
