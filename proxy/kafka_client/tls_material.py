@@ -70,8 +70,9 @@ def _truststore(props: Mapping[str, str]) -> str | None:
         props.get("ssl.truststore.location"),
         props.get("ssl.truststore.certificates"),
     )
-    store = _store_type(props, "truststore", location is not None or inline is not None)
-    if store is None:
+    given = location is not None or inline is not None
+    store = _store_type(props, "truststore", given)
+    if store is None or not given:
         return None  # the system's CAs, as a JVM client uses its cacerts
     if location is not None and inline is not None:
         raise ClientPropertiesError(
@@ -105,9 +106,10 @@ def _truststore(props: Mapping[str, str]) -> str | None:
 def _keystore(props: Mapping[str, str]) -> tuple[str | None, str | None]:
     location = props.get("ssl.keystore.location")
     chain, key = props.get("ssl.keystore.certificate.chain"), props.get("ssl.keystore.key")
-    store = _store_type(props, "keystore", any(v is not None for v in (location, chain, key)))
-    if store is None:
-        return None, None
+    given = any(v is not None for v in (location, chain, key))
+    store = _store_type(props, "keystore", given)
+    if store is None or not given:
+        return None, None  # no client certificate
     key_password = props.get("ssl.key.password")
     if chain is not None or key is not None:
         if store != "PEM" or location is not None or chain is None or key is None:

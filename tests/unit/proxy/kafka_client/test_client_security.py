@@ -262,6 +262,14 @@ def test_security_keys_it_cannot_honour_are_refused(key: str) -> None:
         client_security({"security.protocol": "PLAINTEXT", key: "x"})
 
 
+def test_a_store_type_alone_means_no_store() -> None:
+    security = client_security(
+        {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.keystore.type": "PKCS12"}
+    )
+    assert security.tls is not None
+    assert (security.tls.ca_pem, security.tls.cert_chain_pem) == (None, None)
+
+
 def test_java_tuning_keys_are_ignored() -> None:
     props = {
         "client.id": "x",
