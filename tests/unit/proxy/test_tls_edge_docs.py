@@ -1,5 +1,5 @@
-"""The YAML the tls-edge docs show (/tmp/h32/docs-tls-edge.md, merged into docs/operations.md),
-verbatim: each proxy config loads, and the Service is valid for the Kubernetes API."""
+"""The YAML docs/operations.md shows for certificate rotation and SNI routing, verbatim: each
+block is in the doc, each proxy config loads, and the Service is valid for the Kubernetes API."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import yaml
 from harness.helm_chart import KUBE_VERSION
 from harness.kube_schema import validate
 from kafka_policy_proxy.proxy.config import load_config
+
+OPERATIONS = Path(__file__).parents[3] / "docs" / "operations.md"
 
 # Keep equal to the blocks marked [snippet N] in docs/operations.md.
 SNIPPETS = {
@@ -57,6 +59,13 @@ spec:
       targetPort: 9292
 """,
 }
+
+
+@pytest.mark.parametrize("number", sorted(SNIPPETS))
+def test_each_snippet_is_a_block_of_the_doc(number: int) -> None:
+    assert f"```yaml\n{SNIPPETS[number]}```\n" in OPERATIONS.read_text(), (
+        f"docs/operations.md has no ```yaml block equal to [snippet {number}]: keep them equal"
+    )
 
 
 @pytest.mark.parametrize("number", [1, 2])
