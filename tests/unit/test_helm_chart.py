@@ -151,6 +151,33 @@ def test_sni_without_a_listener_certificate_is_refused() -> None:
     assert "listeners.sni needs listeners.tls.secretName" in done.stderr
 
 
+def test_client_properties_point_the_proxy_at_the_mounted_file(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    kinds = _kinds(rendered["full-values.yaml"])
+    (config_map,) = kinds["ConfigMap"]
+    config = yaml.safe_load(config_map["data"]["proxy.yaml"])
+    assert (
+        config["upstream"]["client_properties"]
+        == "/etc/kafka-policy-proxy/client/client.properties"
+    )
+    assert "tls" not in config["upstream"] and "cluster_state" in config  # no sasl either
+    assert "sasl" not in config["cluster_state"]
+    (deployment,) = kinds["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "kpp-client"]
+    assert volume["secret"] == {"secretName": "kafka-policy-proxy-client"}  # the whole Secret
+
+
+def test_client_properties_with_upstream_tls_are_refused() -> None:
+    done = run_helm(
+        "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+        "--set", "kafkaClientProperties.existingSecret=s,upstream.tls.enabled=true",
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "kafkaClientProperties replaces upstream.tls" in done.stderr
+
+
 def _exported_metrics() -> set[str]:
     return {
         name

@@ -89,6 +89,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- $_ := set $upstream "tls" $tls -}}
 {{- end -}}
+{{- with $v.kafkaClientProperties.existingSecret -}}
+{{- if or $v.upstream.tls.enabled $v.clusterState.sasl.mechanism -}}
+{{- fail "kafkaClientProperties replaces upstream.tls and clusterState.sasl: describe TLS and SASL in the properties file" -}}
+{{- end -}}
+{{- $_ := set $upstream "client_properties" (printf "%s/%s" (include "kpp.dir" "client") $v.kafkaClientProperties.key) -}}
+{{- end -}}
 {{- $config := dict "listeners" $listeners "upstream" $upstream -}}
 {{- with $v.clusterState.sasl -}}
 {{- if .mechanism -}}
@@ -192,9 +198,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- with $v.kafkaClientProperties.existingSecret }}
 - name: kpp-client
-  secret:
-    secretName: {{ . }}
-    items: [{key: {{ $v.kafkaClientProperties.key }}, path: {{ $v.kafkaClientProperties.key }}}]
+  secret: {secretName: {{ . }}}
 {{- end }}
 - name: kpp-tmp
   emptyDir: {}
