@@ -41,7 +41,8 @@ RULE = "authentication-order"
 def sasl_front(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     """An enforcing proxy in front of the brokers' SASL listener."""
     workdir = tmp_path_factory.mktemp("sasl-front")
-    process = sasl_enforcing_proxy(workdir, kafka, TEST_POLICY, (31600, 31700), "PLAIN")
+    # Ports no other module uses (test_upstream_tls has 31600/31700).
+    process = sasl_enforcing_proxy(workdir, kafka, TEST_POLICY, (31900, 31950), "PLAIN")
     yield process
     assert process.stop() == 0
 
