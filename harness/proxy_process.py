@@ -36,19 +36,23 @@ class ProxyProcess:
         self.log_path = workdir / "proxy.log"
         self.policy_path: Path | None = None
         self.audit_path: Path | None = None
+        extra = dict(extra or {})
+        # `extra`'s sections replace the defaults, but for listeners, whose keys it adds to.
+        listeners = {
+            "bind_host": "127.0.0.1",
+            "advertised_host": "127.0.0.1",
+            "bootstrap_port": bootstrap_port,
+            "broker_port_base": port_base,
+            **extra.pop("listeners", {}),
+        }
         self.config_path.write_text(
             yaml.safe_dump(
                 {
-                    "listeners": {
-                        "bind_host": "127.0.0.1",
-                        "advertised_host": "127.0.0.1",
-                        "bootstrap_port": bootstrap_port,
-                        "broker_port_base": port_base,
-                    },
+                    "listeners": listeners,
                     "upstream": {"bootstrap_servers": upstream.split(",")},
                     "logging": {"format": "json", "level": "info"},
                     "shutdown_timeout_s": 10,
-                    **(extra or {}),
+                    **extra,
                 }
             )
         )

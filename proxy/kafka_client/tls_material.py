@@ -88,14 +88,7 @@ def _truststore(props: Mapping[str, str]) -> str | None:
     data = _read("ssl.truststore.location", location)
     if store == "PEM":
         return _certificates("ssl.truststore.location", data)
-    password = props.get("ssl.truststore.password")
-    try:
-        loaded = pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except ValueError as exc:
-        raise ClientPropertiesError(
-            f"ssl.truststore.location: {location}: not a PKCS12 store that "
-            f"ssl.truststore.password opens ({exc})"
-        ) from None
+    loaded = _pkcs12(props, "truststore", location, data)
     certs = [c.certificate for c in loaded.additional_certs]
     certs += [loaded.cert.certificate] if loaded.cert is not None else []
     if not certs:
@@ -127,14 +120,7 @@ def _keystore(props: Mapping[str, str]) -> tuple[str | None, str | None]:
         return _certificates("ssl.keystore.location", data), _private_key(
             "ssl.keystore.location", data, key_password
         )
-    password = props.get("ssl.keystore.password")
-    try:
-        loaded = pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except ValueError as exc:
-        raise ClientPropertiesError(
-            f"ssl.keystore.location: {location}: not a PKCS12 store that ssl.keystore.password "
-            f"opens ({exc})"
-        ) from None
+    loaded = _pkcs12(props, "keystore", location, data)
     if loaded.key is None or loaded.cert is None:
         raise ClientPropertiesError(
             f"ssl.keystore.location: {location}: holds no private key with its certificate"
@@ -142,6 +128,19 @@ def _keystore(props: Mapping[str, str]) -> tuple[str | None, str | None]:
     certs = [loaded.cert.certificate, *(c.certificate for c in loaded.additional_certs)]
     pem = "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
     return pem, _pkcs8(loaded.key)
+
+
+def _pkcs12(
+    props: Mapping[str, str], store: str, location: str, data: bytes
+) -> pkcs12.PKCS12KeyAndCertificates:
+    password = props.get(f"ssl.{store}.password")
+    try:
+        return pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except ValueError as exc:
+        raise ClientPropertiesError(
+            f"ssl.{store}.location: {location}: not a PKCS12 store that "
+            f"ssl.{store}.password opens ({exc})"
+        ) from None
 
 
 def _read(key: str, location: str) -> bytes:

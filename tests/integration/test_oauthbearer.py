@@ -171,10 +171,6 @@ def start_proxy(
                 "client_properties": str(properties_file(workdir, idp, "kpp-proxy", secret)),
             },
             "listeners": {
-                "bind_host": "127.0.0.1",
-                "advertised_host": "127.0.0.1",
-                "bootstrap_port": ports[0],
-                "broker_port_base": ports[1],
                 # As the brokers: the policy's principals are User:<client id>.
                 "oauthbearer_principal_claim": "azp",
             },
@@ -252,6 +248,17 @@ def partitions(cluster: LocalKafka, topic: str) -> int:
     return len(direct.list_topics(topic, timeout=30).topics[topic].partitions)
 
 
+def compaction(topic: str) -> ConfigResource:
+    """An alter setting cleanup.policy=compact, which the policy refuses on an existing topic."""
+    return ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+
+
 def http_get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
@@ -289,13 +296,7 @@ def test_decisions_on_the_current_state_read_it_with_the_proxys_token(
     created = admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "delete"})])
     assert outcome(created[topic]) == "ok"
     # cleanup.policy is immutable: only its current value (read from the cluster) tells.
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[
-            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
+    resource = compaction(topic)
     error, message = failure(admin.incremental_alter_configs([resource])[resource])
     assert error == "POLICY_VIOLATION"
     assert "cleanup-immutable" in message, message
@@ -391,13 +392,7 @@ def test_the_reader_keeps_judging_across_token_expiries(
     admin = client(proxy.bootstrap, idp, "alice")
     created = admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "delete"})])
     assert outcome(created[topic]) == "ok"
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[
-            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
+    resource = compaction(topic)
     # Past three token lifetimes: each judgement reads the topic's config fresh, so the
     # reader's connection must hold a valid session throughout (the broker ends a session
     # when its token expires; an expired token would be refused: no clock skew).

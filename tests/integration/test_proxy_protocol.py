@@ -74,8 +74,6 @@ def proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prox
             "listeners": {
                 "bind_host": PROXY_HOST,
                 "advertised_host": BALANCER,
-                "bootstrap_port": BOOTSTRAP_PORT,
-                "broker_port_base": NODE_PORT_BASE,
                 "proxy_protocol": "required",
             },
             "policy": {"file": str(workdir / "policy.yaml"), "watch": False},

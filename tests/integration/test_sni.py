@@ -106,10 +106,6 @@ def sni(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sni]:
         NODE_PORT_BASE,
         extra={
             "listeners": {
-                "bind_host": "127.0.0.1",
-                "advertised_host": "127.0.0.1",
-                "bootstrap_port": BOOTSTRAP_PORT,
-                "broker_port_base": NODE_PORT_BASE,
                 "tls": {"cert_file": str(issued.cert), "key_file": str(issued.key)},
                 "sni": {
                     "bootstrap_address": f"{BOOTSTRAP_NAME}:{SNI_PORT}",

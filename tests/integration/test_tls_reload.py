@@ -86,10 +86,6 @@ def rig(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         NODE_PORT_BASE,
         extra={
             "listeners": {
-                "bind_host": "127.0.0.1",
-                "advertised_host": "127.0.0.1",
-                "bootstrap_port": BOOTSTRAP_PORT,
-                "broker_port_base": NODE_PORT_BASE,
                 "tls": {
                     "cert_file": str(listener.path("tls.crt")),
                     "key_file": str(listener.path("tls.key")),

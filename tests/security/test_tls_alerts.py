@@ -45,10 +45,6 @@ def tls_proxy(
         NODE_PORT_BASE,
         extra={
             "listeners": {
-                "bind_host": "127.0.0.1",
-                "advertised_host": "127.0.0.1",
-                "bootstrap_port": BOOTSTRAP_PORT,
-                "broker_port_base": NODE_PORT_BASE,
                 "tls": tls,
             }
         },
