@@ -202,6 +202,8 @@ def decision_record(
     if decision.overrides:
         record["overrides"] = [o.to_dict() for o in decision.overrides]
         record["rewritten"] = (rewritten or request).to_dict()
+    if decision.budgets:
+        record["budgets"] = [b.to_dict() for b in decision.budgets]
     return record
 
 
@@ -352,6 +354,25 @@ class RecordedOverride(_Strict):
     after: str
 
 
+class RecordedBudget(_Strict):
+    """One budget a topic was judged against (policy/budgets.py)."""
+
+    name: str = Field(description="the budget's name, its rule id")
+    usage: int | None = Field(
+        ge=0,
+        description="what its topics used before the request (with what the batch's earlier "
+        "allowed topics add); null: unlimited (a counted topic has retention.bytes -1)",
+    )
+    added: int | None = Field(
+        description="what the request adds (negative: frees); null: unlimited either way"
+    )
+    limit: int = Field(ge=1)
+    unit: Literal["topics", "partitions", "replicas", "retention_bytes"] = Field(
+        description="replicas: partitions x replication factor; retention_bytes: partitions x "
+        "retention.bytes"
+    )
+
+
 class SummaryCount(_Strict):
     """Topics of a summarised request by decision (`rule` null) or by decision and rule."""
 
@@ -441,6 +462,11 @@ class DecisionRecord(_Strict):
         None,
         description="the request as the overrides left it, which is what was judged and "
         "forwarded (`request` is what the client sent); absent if nothing changed",
+    )
+    budgets: list[RecordedBudget] | None = Field(
+        None,
+        description="the budgets the topic was judged against, one per limit the request "
+        "changes; absent if none",
     )
     summary: RecordedSummary | None = Field(
         None,

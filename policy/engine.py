@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kafka_policy_proxy.policy.budgets import compile_budgets
 from kafka_policy_proxy.policy.checks import (
     ACTION_KEYS,
     ALL_KEYS,
@@ -245,6 +246,7 @@ class CompiledPolicy:
                 )
             )
         self._plugins = tuple(plugins)
+        self.budgets = compile_budgets(document)
         self._mode = Mode.AUDIT if document.dry_run else Mode.ENFORCE
         self._overrides = compile_overrides(
             document,

@@ -18,6 +18,8 @@ This is the only place that knows:
 - that facts which cannot be read deny every topic (fail closed);
 - that facts an offline source never recorded leave the topic undecided, with the reason;
 - that the creates of one batch see each other's names (`policy.batch`: name collisions);
+- that the topics of one batch are judged against the budgets after one another, in request
+  order (`policy.budgets`: what an earlier allowed topic adds, a later one cannot use);
 - that override actions (`policy.overrides`) rewrite a request before it is evaluated.
 Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
 Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`), the
@@ -40,6 +42,8 @@ from kafka_policy_proxy.policy.broker_configs import (
     reaches_topics,
 )
 from kafka_policy_proxy.policy.broker_configs import decide as decide_broker_config
+from kafka_policy_proxy.policy.budgets import BudgetBook, BudgetScope, retention_scope
+from kafka_policy_proxy.policy.budgets import needs as budget_needs
 from kafka_policy_proxy.policy.builders import resolve
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import UNKNOWN_TOPIC_RULE
@@ -61,6 +65,8 @@ class FactQuery:
     ids: frozenset[str] = frozenset()
     # TOPIC_STATE for every topic in the cluster (a new topic-config default reaches them all).
     all_topics: bool = False
+    # With BUDGET_USAGE: the topics whose configs the budgets read (TOPIC_STATE for them).
+    scoped: BudgetScope | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +125,10 @@ class Judgement:
         self._policy = policy
         self._requests = tuple(requests)
         # Kept for `decide`: a request nothing is folded into needs what it needed here.
-        self._needs = tuple(policy.needs(request) for request in self._requests)
+        self._needs = tuple(
+            policy.needs(request) | budget_needs(policy.budgets, request)
+            for request in self._requests
+        )
         facts: set[Fact] = set()
         names: set[str] = set()
         ids: set[str] = set()
@@ -132,13 +141,15 @@ class Judgement:
                     names.add(request.topic)
                 elif request.topic_id is not None:
                     ids.add(request.topic_id)
-        self.query = FactQuery(frozenset(facts), frozenset(names), frozenset(ids))
+        scoped = retention_scope(policy.budgets, self._requests)
+        self.query = FactQuery(frozenset(facts), frozenset(names), frozenset(ids), scoped=scoped)
 
     def decide(self, facts: Facts) -> list[Verdict]:
         """Fold the facts into each request and evaluate it."""
         policy, cluster, wanted = self._policy, facts.cluster, facts.resolve
         # The rules see the batch's other new names (a name collision inside the request).
         judged = with_new_names(cluster, self._requests)
+        budgets = BudgetBook(policy.budgets, cluster, policy.dry_run)
         verdicts = []
         for request, needed in zip(self._requests, self._needs, strict=True):
             resolved = resolve(request, cluster, wanted) if wanted else request
@@ -149,12 +160,17 @@ class Judgement:
             elif (
                 resolved.current is None
                 and resolved.action is not Action.CREATE
-                and Fact.TOPIC_STATE in (policy.needs(resolved) if wanted else needed)
+                and Fact.TOPIC_STATE
+                in (
+                    policy.needs(resolved) | budget_needs(policy.budgets, resolved)
+                    if wanted
+                    else needed
+                )
             ):
                 verdicts.append(_unknown_topic(resolved))
             else:
                 rewritten, overrides = policy.override(resolved)
-                decision = policy.evaluate(rewritten, judged)
+                decision = budgets.judge(rewritten, policy.evaluate(rewritten, judged))
                 if not overrides:
                     verdicts.append(Verdict(resolved, decision))
                 else:

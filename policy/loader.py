@@ -179,6 +179,7 @@ def _semantic_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
     seen: dict[str, Path] = {}
     named: list[tuple[Path, str]] = [(("rules", i), r.name) for i, r in enumerate(document.rules)]
     named += [(("plugins", i), p.name) for i, p in enumerate(document.plugins)]
+    named += [(("budgets", i), b.name) for i, b in enumerate(document.budgets)]
     for where, rule_name in named:
         if rule_name in seen:
             problems.append(
@@ -202,6 +203,9 @@ def _enforcement_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
         enforcing += [
             ("plugins", i) for i, p in enumerate(document.plugins) if p.mode is Mode.ENFORCE
         ]
+        enforcing += [
+            ("budgets", i) for i, b in enumerate(document.budgets) if b.mode is Mode.ENFORCE
+        ]
     if document.enforce == "nothing" and enforcing:
         return [
             (
@@ -213,7 +217,7 @@ def _enforcement_problems(document: PolicyDocument) -> list[tuple[Path, str]]:
     if document.enforce is None and not enforcing:
         if document.dry_run:
             why = "dry_run: true puts every rule in audit mode"
-        elif document.rules or document.plugins:
+        elif document.rules or document.plugins or document.budgets:
             why = "every rule and plugin is in audit mode"
         else:
             why = "it has no rules and no plugins"

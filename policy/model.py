@@ -55,6 +55,8 @@ class Fact(StrEnum):
     TOPIC_NAMES = "topic_names"
     BROKER_COUNT = "broker_count"
     TOTAL_PARTITIONS = "total_partitions"
+    # Every topic a budget counts: the topic list, and the configs of those in its scope.
+    BUDGET_USAGE = "budget_usage"
 
 
 class ConfigMap(dict[str, str | None]):
@@ -384,6 +386,36 @@ class Override:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """One budget a request was judged against: usage before it, what it adds, the limit.
+
+    `usage` is None when unlimited (a counted topic keeps records without a size limit);
+    `unit` is topics, partitions, replicas or retention_bytes.
+    """
+
+    name: str
+    usage: int | None
+    added: int | None
+    limit: int
+    unit: str
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "name": self.name,
+            "usage": self.usage,
+            "added": self.added,
+            "limit": self.limit,
+            "unit": self.unit,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BudgetUse:
+        """Rebuild from `to_dict()` output."""
+        return cls(data["name"], data["usage"], data["added"], data["limit"], data["unit"])
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict for one topic: allowed or denied, and every violated rule in rule order.
 
@@ -399,6 +431,8 @@ class Decision:
     # What the policy changed in the request before judging it (an allowed topic goes to the
     # broker rewritten so).
     overrides: tuple[Override, ...] = ()
+    # The budgets the request was judged against (policy/budgets.py).
+    budgets: tuple[BudgetUse, ...] = ()
 
     @property
     def message(self) -> str:
@@ -406,8 +440,8 @@ class Decision:
         return "; ".join(v.message for v in self.violations if v.mode is Mode.ENFORCE)
 
     def to_dict(self) -> JSON:
-        """Return a JSON-ready dict."""
-        return {
+        """Return a JSON-ready dict (`budgets` only when there are some)."""
+        data: JSON = {
             "topic": self.topic,
             "action": self.action.value,
             "allowed": self.allowed,
@@ -415,6 +449,9 @@ class Decision:
             "mode": self.mode.value,
             "overrides": [o.to_dict() for o in self.overrides],
         }
+        if self.budgets:
+            data["budgets"] = [b.to_dict() for b in self.budgets]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decision:
@@ -426,4 +463,5 @@ class Decision:
             violations=tuple(Violation.from_dict(v) for v in data.get("violations") or ()),
             mode=Mode(data.get("mode", "enforce")),
             overrides=tuple(Override.from_dict(o) for o in data.get("overrides") or ()),
+            budgets=tuple(BudgetUse.from_dict(b) for b in data.get("budgets") or ()),
         )

@@ -6,10 +6,17 @@ import re
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from kafka_policy_proxy.codec.api_classes import ADMIN_API_NAMES
-from kafka_policy_proxy.policy.configs import ConfigType
+from kafka_policy_proxy.policy.configs import ConfigType, parse_bound
 from kafka_policy_proxy.policy.model import Fact, Mode
 
 RULE_NAME = r"^[a-z0-9][a-z0-9._-]*$"
@@ -311,6 +318,86 @@ class BrokerConfigRule(_Strict):
         return value
 
 
+USER_PLACEHOLDER = "{user}"
+
+
+class Budget(_Strict):
+    """A budget per principal or topic scope: topics, partitions (or replicas), retention bytes."""
+
+    name: str = Field(
+        pattern=RULE_NAME, description="the rule id in violations, metrics and reports"
+    )
+    description: str = ""
+    mode: Mode = Mode.ENFORCE
+    principals: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="principals (exact or glob) whose requests it judges; any if absent",
+    )
+    topic_prefix: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the topics it counts start with this; `{user}` stands for the "
+        "principal's name after `User:` (a budget per principal)",
+    )
+    topic: str | None = Field(
+        default=None, description="regex the whole name of the topics it counts must match"
+    )
+    max_topics: PositiveInt | None = None
+    max_partitions: PositiveInt | None = None
+    count_replicas: bool = Field(
+        default=False,
+        description="max_partitions counts replicas (partitions x replication factor)",
+    )
+    max_retention_bytes: int | str | None = Field(
+        default=None,
+        description="the sum over its topics of partitions x retention.bytes ('2TiB' allowed)",
+    )
+
+    _regex = field_validator("topic")(_check_regex)
+
+    @field_validator("max_retention_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ValueError("must be a number of bytes or a size such as '2TiB'")
+        size = parse_bound(value, ConfigType.SIZE)
+        if size < 1:
+            raise ValueError("must be at least 1 byte")
+        return int(size)
+
+    @field_validator("topic")
+    @classmethod
+    def _no_placeholder(cls, value: str | None) -> str | None:
+        if value is not None and USER_PLACEHOLDER in value:
+            raise ValueError("`{user}` is a placeholder of topic_prefix only")
+        return value
+
+    @model_validator(mode="after")
+    def _keyed(self) -> Budget:
+        if self.principals is None and self.topic_prefix is None and self.topic is None:
+            raise ValueError("a budget needs a key: principals, topic_prefix or topic")
+        if (
+            self.max_topics is None
+            and self.max_partitions is None
+            and (self.max_retention_bytes is None)
+        ):
+            raise ValueError(
+                "a budget needs a limit: max_topics, max_partitions or max_retention_bytes"
+            )
+        if self.count_replicas and self.max_partitions is None:
+            raise ValueError("count_replicas applies to max_partitions, which is not set")
+        if self.principals is not None and self.topic_prefix is None and self.topic is None:
+            raise ValueError(
+                "principals without topic_prefix or topic: the cluster cannot tell which "
+                "topics a principal owns; give a topic scope, or a per-principal one with "
+                '`topic_prefix: "{user}."`'
+            )
+        return self
+
+
 class PolicyDocument(_Strict):
     """A whole policy file."""
 
@@ -331,4 +418,9 @@ class PolicyDocument(_Strict):
         default_factory=list,
         description="who may change broker, cluster-default, logger, group and client-metrics "
         "configs; denied unless listed",
+    )
+    budgets: list[Budget] = Field(
+        default_factory=list,
+        description="limits on the topics, partitions and retention bytes of a principal "
+        "or topic scope, judged against the cluster after the request",
     )

@@ -3,7 +3,7 @@
 An event carries the request as the proxy resolved it: the topic's current state when the
 recorded policy needed it, and the broker defaults folded into the requested configs when it
 needed those. It never carries cluster-wide facts (topic names, broker count, total
-partitions). A candidate policy may need more than the recorded one did:
+partitions, budget usage). A candidate policy may need more than the recorded one did:
 
 - nothing missing: the recorded request is judged as it is;
 - something missing and no snapshot: FactsNotRecorded, naming the facts, never a guess;
@@ -29,7 +29,9 @@ from kafka_policy_proxy.policy.model import (
 from kafka_policy_proxy.policy.overlays import WithTopic
 
 # Facts the checks read from the cluster itself; an audit event never records them.
-CLUSTER_WIDE = frozenset({Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS})
+CLUSTER_WIDE = frozenset(
+    {Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS, Fact.BUDGET_USAGE}
+)
 # Facts `resolve` folds into the request itself.
 ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS})
 

@@ -1,0 +1,397 @@
+"""Budgets (`budgets:` in the policy): what a principal or topic scope may hold in the cluster.
+
+A budget counts the topics its scope matches (`topic_prefix`, `topic`; a `{user}` in the
+prefix makes one budget per principal over that principal's prefix) and limits their number,
+their partitions (or replicas: partitions x replication factor) and their retention bytes
+(partitions x retention.bytes, the broker default where a topic sets none; -1 is unlimited).
+It judges the creates, partition increases and config changes of the principals it selects on
+the topics it counts, against the cluster AFTER the request: the usage read from the facts,
+plus what the batch's earlier allowed topics add to the same budget (in request order: the
+first that fits takes it), plus what this topic adds. Only what adds is judged: a change that
+lowers usage, or adds nothing, always fits.
+
+Pure: the judge (policy/judge.py) calls `BudgetBook.judge` for each topic of a batch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.configs import ConfigType, describe, parse_value
+from kafka_policy_proxy.policy.model import (
+    Action,
+    AlterKind,
+    BudgetUse,
+    Decision,
+    Fact,
+    Mode,
+    TopicRequest,
+    TopicState,
+    Violation,
+)
+from kafka_policy_proxy.policy.rules import USER_PLACEHOLDER, Budget, PolicyDocument
+
+RETENTION = "retention.bytes"
+# Kafka's default for log.retention.bytes: no size limit.
+KAFKA_DEFAULT_RETENTION = "-1"
+TOPICS, PARTITIONS, REPLICAS, RETENTION_BYTES = (
+    "topics",
+    "partitions",
+    "replicas",
+    "retention_bytes",
+)
+_UNIT_TEXT = {
+    TOPICS: "topics",
+    PARTITIONS: "partitions",
+    REPLICAS: "replicas (partitions x replication factor)",
+    RETENTION_BYTES: "retention bytes (partitions x retention.bytes)",
+}
+# Facts a judged request needs: the counted topics, its own state, the create defaults.
+NEEDS_CREATE = frozenset({Fact.BUDGET_USAGE, Fact.BROKER_DEFAULTS})
+NEEDS_ALTER = frozenset({Fact.BUDGET_USAGE, Fact.BROKER_DEFAULTS, Fact.TOPIC_STATE})
+
+
+def user_of(principal: str) -> str:
+    """The principal's name after `User:` (the whole name for another principal type)."""
+    kind, sep, name = principal.partition(":")
+    return name if sep and kind == "User" else principal
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetKey:
+    """One budget's counter: the budget, and the user its `{user}` resolved to ('' if none)."""
+
+    name: str
+    user: str = ""
+
+    @property
+    def text(self) -> str:
+        """How messages name it: the user of a per-principal budget, else the budget."""
+        return self.user or self.name
+
+
+class CompiledBudget:
+    """A budget with its principal globs and topic scope compiled."""
+
+    __slots__ = ("_principals", "_topic", "per_user", "spec")
+
+    def __init__(self, spec: Budget) -> None:
+        self.spec = spec
+        self.per_user = spec.topic_prefix is not None and USER_PLACEHOLDER in spec.topic_prefix
+        self._principals = (
+            None
+            if spec.principals is None
+            else re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in spec.principals))
+        )
+        self._topic = None if spec.topic is None else re.compile(spec.topic, re.DOTALL)
+
+    def selects(self, principal: str) -> bool:
+        """Whether the budget judges this principal's requests."""
+        return self._principals is None or self._principals.match(principal) is not None
+
+    def key(self, principal: str) -> BudgetKey:
+        """The counter a request of this principal goes to."""
+        return BudgetKey(self.spec.name, user_of(principal) if self.per_user else "")
+
+    def counts(self, topic: str, user: str = "") -> bool:
+        """Whether the topic is in the budget's scope (its `{user}` resolved to `user`)."""
+        prefix = self.spec.topic_prefix
+        if prefix is not None:
+            if self.per_user:
+                prefix = prefix.replace(USER_PLACEHOLDER, user)
+            if not topic.startswith(prefix):
+                return False
+        return self._topic is None or self._topic.fullmatch(topic) is not None
+
+    def owner(self, topic: str) -> str | None:
+        """The user whose per-principal scope counts this topic, if the name tells it."""
+        prefix = self.spec.topic_prefix or ""
+        head, _, tail = prefix.partition(USER_PLACEHOLDER)
+        if not topic.startswith(head):
+            return None
+        rest = topic[len(head) :]
+        end = rest.find(tail) if tail else len(rest)
+        user = rest[:end] if end > 0 else ""
+        if not user or not self.counts(topic, user):
+            return None
+        return user if self.selects(f"User:{user}") else None
+
+    def limits(self) -> list[tuple[str, int]]:
+        """(unit, limit) for each limit the budget sets."""
+        spec = self.spec
+        limits: list[tuple[str, int]] = []
+        if spec.max_topics is not None:
+            limits.append((TOPICS, spec.max_topics))
+        if spec.max_partitions is not None:
+            limits.append((REPLICAS if spec.count_replicas else PARTITIONS, spec.max_partitions))
+        if spec.max_retention_bytes is not None:
+            limits.append((RETENTION_BYTES, int(spec.max_retention_bytes)))
+        return limits
+
+
+def compile_budgets(document: PolicyDocument) -> tuple[CompiledBudget, ...]:
+    """The policy's budgets, compiled, in declaration order."""
+    return tuple(CompiledBudget(b) for b in document.budgets)
+
+
+def budget_for_topic(document: PolicyDocument, topic: str) -> str | None:
+    """The first budget whose scope counts the topic (a per-principal budget by the user its
+    prefix names): its key as messages print it (the user, or the budget's name); else None."""
+    for budget in compile_budgets(document):
+        if budget.per_user:
+            user = budget.owner(topic)
+            if user is not None:
+                return user
+        elif budget.counts(topic):
+            return budget.spec.name
+    return None
+
+
+def _judged(request: TopicRequest) -> bool:
+    """Whether the action can add to a budget: creates, partition increases, config changes."""
+    return request.action is Action.CREATE or (
+        request.action is Action.ALTER
+        and request.alter_kind in (AlterKind.PARTITIONS, AlterKind.CONFIGS)
+    )
+
+
+def touched(
+    budgets: Sequence[CompiledBudget], request: TopicRequest
+) -> list[tuple[CompiledBudget, BudgetKey]]:
+    """The budgets that judge this request, with the counter each goes to."""
+    name = request.name
+    if not budgets or not name or not _judged(request) or is_internal(name):
+        return []
+    principal = request.principal.name
+    found = []
+    for budget in budgets:
+        if budget.selects(principal):
+            key = budget.key(principal)
+            if budget.counts(name, key.user):
+                found.append((budget, key))
+    return found
+
+
+def keys_of(budgets: Sequence[CompiledBudget], requests: Iterable[TopicRequest]) -> list[BudgetKey]:
+    """Every counter a batch touches, sorted (the order the proxy takes their locks in)."""
+    keys = {key for request in requests for _, key in touched(budgets, request)}
+    return sorted(keys, key=lambda k: (k.name, k.user))
+
+
+def needs(budgets: Sequence[CompiledBudget], request: TopicRequest) -> frozenset[Fact]:
+    """The facts the budgets judging this request read."""
+    if not touched(budgets, request):
+        return frozenset()
+    return NEEDS_CREATE if request.action is Action.CREATE else NEEDS_ALTER
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetScope:
+    """The topics whose configs a batch's budgets read (those with a retention limit)."""
+
+    scopes: tuple[tuple[CompiledBudget, str], ...]
+
+    def __call__(self, topic: str) -> bool:
+        """Whether a retention budget of the batch counts the topic."""
+        return any(budget.counts(topic, user) for budget, user in self.scopes)
+
+
+def retention_scope(
+    budgets: Sequence[CompiledBudget], requests: Iterable[TopicRequest]
+) -> BudgetScope | None:
+    """The scope whose topics' configs the batch's retention budgets need; None if none does."""
+    scopes = {
+        (budget.spec.name, key.user): (budget, key.user)
+        for request in requests
+        for budget, key in touched(budgets, request)
+        if budget.spec.max_retention_bytes is not None
+    }
+    return BudgetScope(tuple(scopes.values())) if scopes else None
+
+
+# -- usage arithmetic
+
+
+def retention_of(configs: dict[str, str | None] | None, defaults: dict[str, str | None]) -> float:
+    """A topic's retention.bytes (its own, else the broker default, else Kafka's -1); inf if
+    unlimited."""
+    value = (configs or {}).get(RETENTION)
+    if value is None:
+        value = defaults.get(RETENTION) or KAFKA_DEFAULT_RETENTION
+    number = parse_value(RETENTION, value)
+    return math.inf if number is None or number < 0 else number
+
+
+def _amounts(state: TopicState, defaults: dict[str, str | None]) -> dict[str, float]:
+    partitions = state.partitions
+    return {
+        TOPICS: 1,
+        PARTITIONS: partitions,
+        REPLICAS: partitions * state.replication_factor,
+        RETENTION_BYTES: partitions * retention_of(state.configs, defaults) if partitions else 0,
+    }
+
+
+@dataclass(slots=True)
+class Usage:
+    """A counter's usage per unit, and a topic that makes its retention unlimited, if any."""
+
+    amounts: dict[str, float]
+    unlimited_by: str | None = None
+
+
+def usage(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usage:
+    """The counter's usage in the cluster as the facts show it."""
+    defaults = dict(cluster.broker_default_configs())
+    total = dict.fromkeys(_UNIT_TEXT, 0.0)
+    unlimited_by = None
+    for name in sorted(cluster.topic_names()):
+        if not budget.counts(name, key.user):
+            continue
+        state = cluster.topic(name)
+        if state is None:
+            continue
+        for unit, amount in _amounts(state, defaults).items():
+            total[unit] += amount
+        if unlimited_by is None and math.isinf(total[RETENTION_BYTES]):
+            unlimited_by = name
+    return Usage(total, unlimited_by)
+
+
+def _requested_state(request: TopicRequest, defaults: dict[str, str | None]) -> TopicState:
+    """The topic as the request leaves it (what is unknown taken from the current state)."""
+    current = request.current
+    requested = request.requested
+    partitions = requested.partitions
+    factor = requested.replication_factor
+    if request.action is Action.CREATE:
+        partitions = partitions if partitions is not None else _int(defaults, "num.partitions")
+        factor = factor if factor is not None else _int(defaults, "default.replication.factor")
+        return TopicState(
+            request.name,
+            partitions=partitions,
+            replication_factor=factor,
+            configs=requested.configs,
+        )
+    assert current is not None
+    if request.alter_kind is AlterKind.CONFIGS:
+        return replace(current, configs=requested.configs)
+    return replace(current, partitions=partitions if partitions is not None else current.partitions)
+
+
+def _int(defaults: dict[str, str | None], key: str) -> int:
+    try:
+        return max(1, int(defaults.get(key) or 1))
+    except ValueError:
+        return 1
+
+
+def change(request: TopicRequest, defaults: dict[str, str | None]) -> dict[str, float]:
+    """What the request adds per unit (negative where it lowers usage)."""
+    after = _amounts(_requested_state(request, defaults), defaults)
+    if request.action is Action.CREATE:
+        return after
+    assert request.current is not None
+    before = _amounts(request.current, defaults)
+    return {unit: _minus(after[unit], before[unit]) for unit in after}
+
+
+def _minus(after: float, before: float) -> float:
+    if math.isinf(after):
+        return 0.0 if math.isinf(before) else math.inf
+    return -math.inf if math.isinf(before) else after - before
+
+
+def _shown(value: float, unit: str) -> str:
+    if unit == RETENTION_BYTES:
+        return describe(value, ConfigType.SIZE)
+    return str(int(value))
+
+
+def _whole(value: float) -> int | None:
+    return None if math.isinf(value) else int(value)
+
+
+@dataclass(slots=True)
+class BudgetBook:
+    """One batch's budget judgements: usage read once per counter, the batch's additions kept
+    in request order."""
+
+    budgets: tuple[CompiledBudget, ...]
+    cluster: ClusterState
+    dry_run: bool = False
+    _usage: dict[BudgetKey, Usage] = field(default_factory=dict)
+    _batch: dict[tuple[BudgetKey, str], float] = field(default_factory=dict)
+
+    def judge(self, request: TopicRequest, decision: Decision) -> Decision:
+        """The decision with every budget that judges the request checked and recorded."""
+        found = touched(self.budgets, request)
+        if not found or (request.action is not Action.CREATE and request.current is None):
+            return decision
+        defaults = dict(self.cluster.broker_default_configs())
+        added = change(request, defaults)
+        uses: list[BudgetUse] = []
+        violations: list[Violation] = []
+        additions: list[tuple[BudgetKey, str, float]] = []
+        for budget, key in found:
+            use = self._usage.get(key)
+            if use is None:
+                use = self._usage[key] = usage(budget, key, self.cluster)
+            mode = Mode.AUDIT if self.dry_run else budget.spec.mode
+            for unit, limit in budget.limits():
+                adds = added[unit]
+                if adds == 0:
+                    continue
+                before = use.amounts[unit] + self._batch.get((key, unit), 0.0)
+                uses.append(BudgetUse(key.name, _whole(before), _whole(adds), limit, unit))
+                if adds < 0:
+                    continue
+                additions.append((key, unit, adds))
+                if before + adds > limit:
+                    message = _message(
+                        key, request.name, unit=unit, before=before, adds=adds, limit=limit, use=use
+                    )
+                    violations.append(Violation(key.name, message, mode))
+        if not uses:
+            return decision
+        all_violations = (*decision.violations, *violations)
+        allowed = all(v.mode is Mode.AUDIT for v in all_violations)
+        if allowed:
+            for key, unit, adds in additions:
+                self._batch[(key, unit)] = self._batch.get((key, unit), 0.0) + adds
+        return replace(decision, allowed=allowed, violations=all_violations, budgets=tuple(uses))
+
+
+def _message(
+    key: BudgetKey,
+    topic: str,
+    *,
+    unit: str,
+    before: float,
+    adds: float,
+    limit: int,
+    use: Usage,
+) -> str:
+    text = _UNIT_TEXT[unit]
+    tag = f"[{key.name}] {key.text}"
+    if math.isinf(adds):
+        return (
+            f"{tag} has a budget of {_shown(limit, unit)} of {text}; topic {topic!r} would "
+            "make it unlimited (retention.bytes -1, no size limit)"
+        )
+    if math.isinf(before):
+        return (
+            f"{tag} already uses unlimited {text} (topic {use.unlimited_by!r} has "
+            f"retention.bytes -1) of its {_shown(limit, unit)}; topic {topic!r} would add "
+            f"{_shown(adds, unit)}, which no longer fits"
+        )
+    return (
+        f"{tag} uses {_shown(before, unit)} of its {_shown(limit, unit)} {text}; topic "
+        f"{topic!r} would add {_shown(adds, unit)} ({_shown(before + adds, unit)} > "
+        f"{_shown(limit, unit)})"
+    )
