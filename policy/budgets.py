@@ -263,7 +263,7 @@ def usage(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usag
     return Usage(total, unlimited_by)
 
 
-def _requested_state(request: TopicRequest, defaults: dict[str, str | None]) -> TopicState:
+def requested_state(request: TopicRequest, defaults: dict[str, str | None]) -> TopicState:
     """The topic as the request leaves it (what is unknown taken from the current state)."""
     current = request.current
     requested = request.requested
@@ -293,7 +293,7 @@ def _int(defaults: dict[str, str | None], key: str) -> int:
 
 def change(request: TopicRequest, defaults: dict[str, str | None]) -> dict[str, float]:
     """What the request adds per unit (negative where it lowers usage)."""
-    after = _amounts(_requested_state(request, defaults), defaults)
+    after = _amounts(requested_state(request, defaults), defaults)
     if request.action is Action.CREATE:
         return after
     assert request.current is not None

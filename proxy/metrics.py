@@ -155,6 +155,18 @@ ADMISSION_QUEUE_DEPTH = Gauge(
     "Guarded requests waiting for their turn (admission.concurrent_judgements)",
     multiprocess_mode="livesum",
 )
+BUDGET_TURN_WAIT = Histogram(
+    "kpp_budget_turn_wait_seconds",
+    "Time a budget-affecting request waited for its budgets' turn (policy budgets)",
+    buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+BUDGET_USAGE = Gauge(
+    "kpp_budget_usage",
+    "A budget's usage after the last request judged against it (budgets keyed by topic "
+    "scope; a per-principal budget has no single usage)",
+    ["budget", "unit"],
+    multiprocess_mode="max",
+)
 ADMISSION_TURN_WAIT = Histogram(
     "kpp_admission_turn_wait_seconds",
     "Time a guarded request waited for its turn",

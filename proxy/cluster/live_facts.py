@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import (
     NO_FACTS,
@@ -32,6 +33,7 @@ from kafka_policy_proxy.policy.judge import (
     Verdict,
 )
 from kafka_policy_proxy.policy.model import Action, Fact, TopicRequest, TopicState
+from kafka_policy_proxy.proxy.cluster.budget_locks import with_pending
 from kafka_policy_proxy.proxy.cluster.reader import ClusterStateReader
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_IDS_NOT_READ
@@ -72,12 +74,18 @@ class LiveFacts:
         if not query.facts:
             return NO_FACTS
         names: Collection[str] = query.names
-        if query.all_topics:
+        wanted = query.facts
+        if query.all_topics or query.scoped is not None:
             listing = await self._reader.snapshot({Fact.TOPIC_NAMES}, fresh=fresh, since=since)
-            names = listing.topic_names(include_internal=True) | query.names
-        cluster = await self._reader.snapshot(
-            query.facts, names, query.ids, fresh=fresh, since=since
-        )
+            if query.all_topics:
+                names = listing.topic_names(include_internal=True) | query.names
+            else:
+                # A retention budget reads the configs of the topics it counts, and no others.
+                scoped = query.scoped
+                assert scoped is not None
+                names = {n for n in listing.topic_names() if scoped(n)} | query.names
+                wanted = wanted | {Fact.TOPIC_STATE}
+        cluster = await self._reader.snapshot(wanted, names, query.ids, fresh=fresh, since=since)
         return Facts(cluster, query.facts)
 
     async def judge_broker_configs(
@@ -97,22 +105,28 @@ class LiveFacts:
         return await asyncio.to_thread(judgement.decide, facts)
 
     async def judge(
-        self, policy: CompiledPolicy, requests: Sequence[TopicRequest]
+        self,
+        policy: CompiledPolicy,
+        requests: Sequence[TopicRequest],
+        pending: Sequence[TopicState] = (),
     ) -> list[Verdict]:
         """Judge a batch with the one judge; unreadable facts deny it (fail closed).
+
+        `pending` are changes the broker accepted that the reads may not show yet (a budget
+        turn's ledger, proxy/cluster/budget_locks.py): laid over what is read.
 
         A few topic ids the first read did not find are read again a few times over a short
         while; an id still unknown, or not read (see the module's docstring), stays undecided.
         """
         judgement = Judgement(policy, requests)
         since = self._reader.mark()
-        fresh = fresh_facts(requests)
+        fresh = fresh_facts(requests, judgement.query)
         query = judgement.query
         if query.ids:
             query = replace(query, ids=frozenset(self._ids_to_read(query.ids)))
         try:
             verdicts = await self._decide(
-                judgement, await self.read(query, fresh, since), len(requests)
+                judgement, await self._read(query, fresh, since, pending), len(requests)
             )
             for pause in self._resolve_retry_s:
                 unknown = [i for i in unresolved_ids(verdicts) if i in query.ids]
@@ -125,11 +139,23 @@ class LiveFacts:
                 if any(again.topic_by_id(i) is not None for i in unknown):
                     # The rest was read after `since` already: this re-read finds it cached.
                     verdicts = await self._decide(
-                        judgement, await self.read(query, fresh, since), len(requests)
+                        judgement, await self._read(query, fresh, since, pending), len(requests)
                     )
         except ClusterStateUnavailable as exc:
             return judgement.unavailable(str(exc))
         return verdicts
+
+    async def _read(
+        self,
+        query: FactQuery,
+        fresh: Collection[Fact],
+        since: float,
+        pending: Sequence[TopicState],
+    ) -> Facts:
+        facts = await self.read(query, fresh, since)
+        if not pending or not isinstance(facts.cluster, InMemoryCluster):
+            return facts
+        return Facts(with_pending(facts.cluster, pending), facts.resolve)
 
     def _ids_to_read(self, ids: Collection[str]) -> list[str]:
         """The ids worth a read: not found a moment ago, and the unknown ones up to the cap."""
@@ -167,10 +193,15 @@ class LiveFacts:
         self._reader.invalidate_broker_defaults(changes)
 
 
-def fresh_facts(requests: Sequence[TopicRequest]) -> frozenset[Fact]:
-    """The facts a batch must read fresh: every one for a change to existing topics, the
-    broker defaults for creates (what they do not set falls back to them)."""
+def fresh_facts(
+    requests: Sequence[TopicRequest], query: FactQuery | None = None
+) -> frozenset[Fact]:
+    """The facts a batch must read fresh: every one for a change to existing topics or one a
+    budget judges (its usage is the cluster's now), the broker defaults for creates (what they
+    do not set falls back to them)."""
     if any(request.action is not Action.CREATE for request in requests):
+        return frozenset(Fact)
+    if query is not None and Fact.BUDGET_USAGE in query.facts:
         return frozenset(Fact)
     return frozenset({Fact.BROKER_DEFAULTS})
 

@@ -3,7 +3,8 @@
 Cost per fact, on a cache miss (connection set-up and SASL not counted):
 - TOPIC_STATE: one Metadata for the named topics, one for the topic ids, and one
   DescribeConfigs for the topics found (a request is skipped when it has nothing to ask).
-- TOPIC_NAMES, TOTAL_PARTITIONS, BROKER_COUNT: one all-topics Metadata, shared by the three.
+- TOPIC_NAMES, TOTAL_PARTITIONS, BROKER_COUNT, BUDGET_USAGE: one all-topics Metadata, shared
+  by the four (a retention budget also reads its scope's topics as TOPIC_STATE: their configs).
 - BROKER_DEFAULTS: one DescribeConfigs on the connected broker (plus one Metadata the first
   time on a connection, to learn the broker ids).
 
@@ -66,7 +67,9 @@ V = TypeVar("V")
 Read = asyncio.Task[dict[Key, Any]]
 Fetch = Callable[[ClusterConnection, list[Key]], Awaitable[Mapping[Key, V]]]
 
-_AGGREGATE_FACTS = frozenset({Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT})
+_AGGREGATE_FACTS = frozenset(
+    {Fact.TOPIC_NAMES, Fact.TOTAL_PARTITIONS, Fact.BROKER_COUNT, Fact.BUDGET_USAGE}
+)
 
 
 class ClusterStateReader:
@@ -155,7 +158,7 @@ class ClusterStateReader:
                 f"the state of topic(s) {quoted(names)}",
                 [name_key(n) for n in names],
                 fetch_named,
-                not_before(Fact.TOPIC_STATE),
+                not_before(Fact.TOPIC_STATE, Fact.BUDGET_USAGE),
             )
             if names
             else nothing(),

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.config import AdmissionConfig
 from kafka_policy_proxy.proxy.filters.address_rewrite import AddressRewriteFilter, BrokerListeners
@@ -31,6 +32,7 @@ def proxy_chain(
     admission: AdmissionConfig | None = None,
     audit_budget: AuditBudget | None = None,
     principal_claim: str = "sub",
+    budget_locks: BudgetLocks | None = None,
 ) -> FilterChain:
     """The proxy's filters in order; a request handled by several goes through each in turn."""
     return FilterChain(
@@ -42,7 +44,7 @@ def proxy_chain(
             # The rate and audit budget per principal; the filters after it run in fair turns.
             _admission(admission or AdmissionConfig(), audit_budget, legacy_error_code),
             AddressRewriteFilter(listeners),
-            TopicPolicyFilter(policy, facts, recorder, legacy_error_code),
+            TopicPolicyFilter(policy, facts, recorder, legacy_error_code, budget_locks),
             AutoCreateGuardFilter(policy, facts, recorder, max_entries_per_request),
             # A topology's elements in all, bounded as a guarded request's are.
             StreamsTopologyFilter(

@@ -34,11 +34,15 @@ from kafka_policy_proxy.codec.guarded import (
 from kafka_policy_proxy.codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
+from kafka_policy_proxy.policy.budgets import keys_of, requested_state
 from kafka_policy_proxy.policy.decision_log import is_unknown_topic
 from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.judge import Judgement
+from kafka_policy_proxy.policy.judge import Verdict as JudgedTopic
 from kafka_policy_proxy.policy.model import Override, TopicState
 from kafka_policy_proxy.policy.overrides import PARTITIONS
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder, Written
+from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks, Turn, TurnTimeout
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.filters.api import (
     Answer,
@@ -54,6 +58,7 @@ from kafka_policy_proxy.proxy.filters.topic_requests import (
     policy_principal,
     topic_request,
 )
+from kafka_policy_proxy.proxy.metrics import BUDGET_USAGE
 
 log = structlog.get_logger("proxy.enforcement")
 
@@ -73,11 +78,13 @@ class TopicPolicyFilter(Filter):
         facts: LiveFacts,
         recorder: DecisionRecorder,
         legacy_error_code: int,
+        locks: BudgetLocks | None = None,
     ) -> None:
         self._policy = policy
         self._facts = facts
         self._recorder = recorder
         self._legacy_error_code = legacy_error_code
+        self._locks = locks or BudgetLocks()
 
     async def on_request(self, ctx: RequestContext) -> Verdict:
         """Judge the request's topics before anything reaches the broker."""
@@ -103,10 +110,57 @@ class TopicPolicyFilter(Filter):
                 await self._judge_resources(ctx, policy, resources, validate_only, written)
             )
         judged = [item for item in items if item.index not in denied]
-        verdicts = await self._facts.judge(
-            policy, [topic_request(item, principal, validate_only) for item in judged]
-        )
+        requests = [topic_request(item, principal, validate_only) for item in judged]
+        # What a budget judges is decided and forwarded in its turn (proxy/cluster/budget_locks).
+        keys = [] if validate_only else keys_of(policy.budgets, requests)
+        turn = None
+        try:
+            if keys:
+                turn = await self._locks.acquire(keys, ctx.connection_id)
+        except TurnTimeout as exc:
+            verdicts = Judgement(policy, requests).unavailable(str(exc))
+        try:
+            if turn is not None or not keys:
+                pending = turn.pending() if turn is not None else ()
+                verdicts = await self._facts.judge(policy, requests, pending)
+            return await self._decided(
+                ctx,
+                api,
+                request=request,
+                policy=policy,
+                items=items,
+                resources=resources,
+                judged=judged,
+                verdicts=verdicts,
+                denied=denied,
+                written=written,
+                turn=turn,
+            )
+        except BaseException:
+            if turn is not None:
+                turn.release()
+            raise
+
+    async def _decided(
+        self,
+        ctx: RequestContext,
+        api: GuardedApi,
+        *,
+        request: Any,
+        policy: CompiledPolicy,
+        items: Sequence[AnyTopicItem],
+        resources: Sequence[ConfigResourceItem],
+        judged: Sequence[AnyTopicItem],
+        verdicts: Sequence[JudgedTopic],
+        denied: dict[int, str | Denial],
+        written: Written,
+        turn: Turn | None,
+    ) -> Verdict:
+        """Answer the denied topics and forward the rest (the turn, if any, goes with them)."""
+        offset = ctx.body_offset()
+        validate_only = bool(getattr(request, "validate_only", False))
         written += self._recorder.record(ctx, policy.revision, verdicts)
+        _gauge(policy, verdicts)
         rewrites: dict[int, Rewrite] = {}
         unknown_ids = 0
         for item, verdict in zip(judged, verdicts, strict=True):
@@ -140,6 +194,7 @@ class TopicPolicyFilter(Filter):
         plan = api.split(request, denied, self._legacy_error_code, rewrites)
         names = []
         after: dict[str, TopicState] = {}
+        ledger: dict[str, TopicState] = {}
         for item, verdict in zip(judged, verdicts, strict=True):
             if item.index in plan.denied or not verdict.request.name:
                 continue
@@ -148,19 +203,42 @@ class TopicPolicyFilter(Filter):
             state = state_after(verdict.request, verdict.decision.overrides)
             if state is not None:
                 after[verdict.request.name] = state
+            if turn is not None and verdict.decision.budgets:
+                ledger[verdict.request.name] = requested_state(verdict.request, {})
         if plan.forward is None:
+            if turn is not None:
+                turn.release()
             return Answer(api.merge(plan, None))
+        budgets = None if turn is None else (turn, ledger)
         if plan.forward is request:
             return Forward(
                 self._after(
-                    ctx, api, request, plan=None, names=names, validate_only=validate_only, to=after
+                    ctx,
+                    api,
+                    request,
+                    plan=None,
+                    names=names,
+                    validate_only=validate_only,
+                    to=after,
+                    budgets=budgets,
                 )
             )
         reduced = framed(ctx.frame[4:offset], encode(plan.forward))
         hook = self._after(
-            ctx, api, plan.forward, plan=plan, names=names, validate_only=validate_only, to=after
+            ctx,
+            api,
+            plan.forward,
+            plan=plan,
+            names=names,
+            validate_only=validate_only,
+            to=after,
+            budgets=budgets,
         )
         return ForwardModified(reduced, hook)
+
+    def on_close(self, connection_id: int) -> None:
+        """The connection ended: its budget turns are given back."""
+        self._locks.close_connection(connection_id)
 
     async def _judge_resources(
         self,
@@ -199,9 +277,42 @@ class TopicPolicyFilter(Filter):
         names: Sequence[str],
         validate_only: bool,
         to: Mapping[str, TopicState] | None = None,
+        budgets: tuple[Turn, Mapping[str, TopicState]] | None = None,
     ) -> Callable[[bytes], bytes]:
         """The response hook: update or forget what the broker changed, then merge a split
-        answer. `to` holds the topics' states after the change, where the request tells them."""
+        answer. `to` holds the topics' states after the change, where the request tells them;
+        `budgets` the budget turn, given back once the cache and its ledger are updated."""
+        if budgets is None:
+            return self._hook(
+                ctx, api, forwarded, plan=plan, names=names, validate_only=validate_only, to=to
+            )
+        turn, ledger = budgets
+        inner = self._hook(
+            ctx, api, forwarded, plan=plan, names=names, validate_only=validate_only, to=to
+        )
+
+        def after(body: bytes) -> bytes:
+            try:
+                merged = inner(body)
+                response = api.decode_response(ctx.api_version, body)
+                turn.record(ledger[n] for n in _accepted_names(api, response) if n in ledger)
+                return merged
+            finally:
+                turn.release()
+
+        return after
+
+    def _hook(
+        self,
+        ctx: RequestContext,
+        api: GuardedApi,
+        forwarded: Any,
+        *,
+        plan: SplitPlan | None,
+        names: Sequence[str],
+        validate_only: bool,
+        to: Mapping[str, TopicState] | None,
+    ) -> Callable[[bytes], bytes]:
         facts = self._facts
         version = ctx.api_version
         brokers = _broker_resources(api, forwarded)
@@ -227,6 +338,34 @@ class TopicPolicyFilter(Filter):
             return body if plan is None else api.merge(plan, response)
 
         return after
+
+
+def _accepted_names(api: GuardedApi, response: Any) -> set[str]:
+    """The topics a response shows no error for: the broker changed them."""
+    names = set()
+    for result in getattr(response, api.results_field):
+        if result.error_code is not ErrorCode.none:
+            continue
+        for key in api.result_keys(result):
+            if isinstance(key, str):
+                names.add(key)
+            elif isinstance(key, tuple) and len(key) == 2 and int(key[0]) == TOPIC_RESOURCE:
+                names.add(str(key[1]))
+    return names
+
+
+def _gauge(policy: CompiledPolicy, verdicts: Sequence[JudgedTopic]) -> None:
+    """Each topic-scope budget's usage after what was allowed (per-principal ones have many)."""
+    per_user = {b.spec.name for b in policy.budgets if b.per_user}
+    for verdict in verdicts:
+        decision = verdict.decision
+        if decision is None:
+            continue
+        for use in decision.budgets:
+            if use.name in per_user or use.usage is None:
+                continue
+            added = use.added if decision.allowed and use.added is not None else 0
+            BUDGET_USAGE.labels(budget=use.name, unit=use.unit).set(use.usage + added)
 
 
 def _rewrite(overrides: Sequence[Override]) -> Rewrite:

@@ -18,6 +18,7 @@ from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
 from kafka_policy_proxy.proxy.audit.kafka_sink import KafkaAuditSink
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
 from kafka_policy_proxy.proxy.audit.sink import AuditSink
+from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks
 from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery, brokers_request
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.login import sasl_login
@@ -151,6 +152,7 @@ class ProxyServer:
             admission=config.admission,
             audit_budget=self._recorder.budget,
             principal_claim=config.listeners.oauthbearer_principal_claim,
+            budget_locks=BudgetLocks.from_environment(),
         )
 
     @property

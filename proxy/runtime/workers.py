@@ -25,6 +25,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from kafka_policy_proxy.proxy.cluster.budget_locks import BUDGET_LOCKS_ENV
 from kafka_policy_proxy.proxy.config import ProxyConfig
 from kafka_policy_proxy.proxy.runtime.admin_http import AdminServer
 
@@ -141,6 +142,8 @@ class Supervisor:
                 WORKER_ENV: str(number),
                 METRICS_ENV: str(self._directory),
                 LAST_GOOD_ENV: str(self._directory / "policy.last-good.yaml"),
+                # Budget turns are taken across the workers through lock files here.
+                BUDGET_LOCKS_ENV: str(self._directory / "budget-locks"),
             }
             process = await asyncio.create_subprocess_exec(*worker_command(self._argv), env=env)
             self._workers[number] = process
