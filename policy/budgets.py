@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
-from kafka_policy_proxy.policy.configs import ConfigType, describe, parse_value
+from kafka_policy_proxy.policy.configs import parse_value
 from kafka_policy_proxy.policy.model import (
     Action,
     AlterKind,
@@ -307,9 +307,15 @@ def _minus(after: float, before: float) -> float:
     return -math.inf if math.isinf(before) else after - before
 
 
+_SIZES = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+
+
 def _shown(value: float, unit: str) -> str:
     if unit == RETENTION_BYTES:
-        return describe(value, ConfigType.SIZE)
+        for factor, name in _SIZES:
+            if value >= factor:
+                return f"{value / factor:.4g}{name}"
+        return f"{int(value)} bytes"
     return str(int(value))
 
 
