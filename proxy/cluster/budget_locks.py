@@ -38,7 +38,7 @@ from kafka_policy_proxy.proxy.metrics import BUDGET_TURN_WAIT
 log = structlog.get_logger("proxy.budgets")
 
 # The environment variable naming the directory of the workers' lock files.
-BUDGET_LOCKS_ENV = "KPP_BUDGET_LOCKS_DIR"
+BUDGET_LOCKS_ENV = "KAFKA_POLICY_PROXY_BUDGET_LOCKS"
 WAIT_S = 30.0
 HOLD_S = 30.0
 # How long an accepted change is counted by later holders whose reads do not show it yet.

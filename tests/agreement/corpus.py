@@ -36,6 +36,17 @@ EXTRA_RULES: list[dict[str, Any]] = [
     },
     {"name": "topic-limit", "cluster": {"max_topics": 9}},
 ]
+# With the example policy's: a per-principal budget the corpus's principals fill, and a
+# retention budget (partitions x retention.bytes, -1 unlimited).
+EXTRA_BUDGETS: list[dict[str, Any]] = [
+    {
+        "name": "per-user-partitions",
+        "principals": ["User:alice", "User:bob"],
+        "topic_prefix": "{user}.",
+        "max_partitions": 8,
+    },
+    {"name": "sandbox-bytes", "topic_prefix": "sandbox.", "max_retention_bytes": "4GiB"},
+]
 DEFAULTS = {
     "num.partitions": "3",
     "default.replication.factor": "3",
@@ -43,6 +54,7 @@ DEFAULTS = {
     "cleanup.policy": "delete",
     "min.insync.replicas": "2",
     "segment.bytes": "1073741824",
+    "retention.bytes": "1073741824",
 }
 EXISTING: list[dict[str, Any]] = [
     {"name": "orders.v1", "partitions": 12},
@@ -57,6 +69,8 @@ EXISTING: list[dict[str, Any]] = [
         "configs": {"cleanup.policy": "compact"},
     },
     {"name": "fraud-detector-agg-repartition", "partitions": 6},
+    {"name": "alice.scratch", "partitions": 4},
+    {"name": "sandbox.logs", "partitions": 1, "configs": {"retention.bytes": "-1"}},
     {"name": "__consumer_offsets", "partitions": 50, "internal": True},
     {"name": "__canary", "partitions": 1},
 ]
@@ -70,6 +84,9 @@ MISSING = [
     "fraud-detector-join-repartition",
     "fraud-detector-x-subscription-response-topic",
     "__transaction_state",
+    "alice.events",
+    "bob.events",
+    "sandbox.new",
 ]
 PRINCIPALS = [
     "User:alice",
@@ -98,13 +115,16 @@ CONFIGS = {
     "segment.bytes": ["1048576", "1073741824"],
     "unclean.leader.election.enable": ["true", "false"],
     "max.message.bytes": ["1048588", "20971520"],
+    "retention.bytes": ["1048576", "1073741824", "-1"],
 }
 
 
 def corpus_policy() -> CompiledPolicy:
-    """The example policy plus rules selecting by client id and principal, and a topic limit."""
+    """The example policy plus rules selecting by client id and principal, a topic limit, and
+    budgets per principal and of retention."""
     document = yaml.safe_load(EXAMPLE_POLICY.read_text())
     document["rules"] += EXTRA_RULES
+    document["budgets"] += EXTRA_BUDGETS
     return load_policy(document, "agreement-policy")
 
 

@@ -110,6 +110,8 @@ async def _run(setting: Setting) -> Outcomes:
         ctx = _context(spec, index)
         before = len(sink.records)
         verdict = await settle(chain.on_request(ctx))
+        # No broker answers here: the connection's end gives its budget turns back.
+        chain.on_close(ctx.connection_id)
         written = sink.records[before:]
         assert len(written) <= 1, written
         if written:
