@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kafka_policy_proxy.policy.budgets import budget_for_topic, user_of
 from kafka_policy_proxy.policy.builders import (
@@ -12,6 +14,7 @@ from kafka_policy_proxy.policy.builders import (
     create_request,
     incremental_alter_configs_request,
 )
+from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import DecisionRecord
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import ClusterFacts, FactsNotRecorded, Judgement, judge
@@ -301,3 +304,44 @@ def test_a_budget_named_like_a_rule_is_refused() -> None:
 def test_sizes_parse_as_configs_bounds_do() -> None:
     (budget,) = policy({"name": "b", "topic_prefix": "a.", "max_retention_bytes": "2TiB"}).budgets
     assert budget.spec.max_retention_bytes == 2 * 1024**4
+
+
+def test_the_documented_budgets_give_the_documented_messages() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "policy.md").read_text()
+    section = doc.split("## Budgets per team or topic scope", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    p = load_policy(yaml.safe_load(block), "docs")
+    tib, gib = 1024**4, 1024**3
+    defaults = {"num.partitions": "1", "default.replication.factor": "3", "retention.bytes": "-1"}
+    state = InMemoryCluster.of(
+        [
+            topic("team-a.ledger", 156),
+            topic("payments.settlements", 12, 3),
+            topic("logs.old", 3, retention_bytes=str(tib // 2)),
+        ],
+        3,
+        defaults,
+    )
+    _, team = judge(
+        p,
+        [
+            create_request("team-a.orders", 24, 3, principal=TEAM_A),
+            create_request("team-a.refunds", 24, 3, principal=TEAM_A),
+        ],
+        ClusterFacts(state),
+    )
+    (payments,) = judge(
+        p, [create_request("payments.refunds", 30, 3, principal=ALICE)], ClusterFacts(state)
+    )
+    (logs,) = judge(
+        p,
+        [
+            create_request(
+                "logs.a", 3, configs=[("retention.bytes", str(256 * gib))], principal=ALICE
+            )
+        ],
+        ClusterFacts(state),
+    )
+    (unlimited,) = judge(p, [create_request("logs.b", 1, principal=ALICE)], ClusterFacts(state))
+    for verdict in (team, payments, logs, unlimited):
+        assert verdict.decision.message in doc, verdict.decision.message
