@@ -227,13 +227,16 @@ def retention_of(configs: dict[str, str | None] | None, defaults: dict[str, str 
     return math.inf if number is None or number < 0 else number
 
 
-def _amounts(state: TopicState, defaults: dict[str, str | None]) -> dict[str, float]:
+def _amounts(
+    state: TopicState, defaults: dict[str, str | None], retention: bool = True
+) -> dict[str, float]:
     partitions = state.partitions
+    bytes_ = partitions * retention_of(state.configs, defaults) if retention and partitions else 0
     return {
         TOPICS: 1,
         PARTITIONS: partitions,
         REPLICAS: partitions * state.replication_factor,
-        RETENTION_BYTES: partitions * retention_of(state.configs, defaults) if partitions else 0,
+        RETENTION_BYTES: bytes_,
     }
 
 
@@ -248,6 +251,8 @@ class Usage:
 def usage(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usage:
     """The counter's usage in the cluster as the facts show it."""
     defaults = dict(cluster.broker_default_configs())
+    # Retention is read only where the budget limits it (the configs are read for no other).
+    retention = budget.spec.max_retention_bytes is not None
     total = dict.fromkeys(_UNIT_TEXT, 0.0)
     unlimited_by = None
     for name in sorted(cluster.topic_names()):
@@ -256,7 +261,7 @@ def usage(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usag
         state = cluster.topic(name)
         if state is None:
             continue
-        for unit, amount in _amounts(state, defaults).items():
+        for unit, amount in _amounts(state, defaults, retention).items():
             total[unit] += amount
         if unlimited_by is None and math.isinf(total[RETENTION_BYTES]):
             unlimited_by = name
