@@ -202,6 +202,8 @@ def decision_record(
     if decision.overrides:
         record["overrides"] = [o.to_dict() for o in decision.overrides]
         record["rewritten"] = (rewritten or request).to_dict()
+    if decision.waived:
+        record["waived"] = [w.to_dict() for w in decision.waived]
     return record
 
 
@@ -352,6 +354,16 @@ class RecordedOverride(_Strict):
     after: str
 
 
+class RecordedWaiver(_Strict):
+    """One enforced violation an exception in force waived."""
+
+    rule: str
+    exception: str = Field(description="the policy's exception that waived it")
+    ticket: str | None = Field(description="the exception's ticket; null if it names none")
+    expires: datetime = Field(description="the exception's expiry instant (RFC 3339, UTC)")
+    message: str = Field(description="the violation's message, as it would have denied")
+
+
 class SummaryCount(_Strict):
     """Topics of a summarised request by decision (`rule` null) or by decision and rule."""
 
@@ -441,6 +453,11 @@ class DecisionRecord(_Strict):
         None,
         description="the request as the overrides left it, which is what was judged and "
         "forwarded (`request` is what the client sent); absent if nothing changed",
+    )
+    waived: list[RecordedWaiver] | None = Field(
+        None,
+        description="enforced violations that exceptions in force waived (they are not in "
+        "`violations`); absent if none",
     )
     summary: RecordedSummary | None = Field(
         None,

@@ -20,6 +20,7 @@ from kafka_policy_proxy.policy.checks import (
     compile_rule,
 )
 from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.exceptions import compile_exceptions
 from kafka_policy_proxy.policy.java_policy import (
     JavaPolicy,
     JavaPolicyError,
@@ -250,6 +251,9 @@ class CompiledPolicy:
             document,
             lambda rule: CompiledSelector.build(rule.match).matches,
             lambda rule: _keys(rule.match),
+        )
+        self.exceptions = compile_exceptions(
+            document, lambda selector: CompiledSelector.build(selector).matches, _keys
         )
 
     def override(self, request: TopicRequest) -> tuple[TopicRequest, tuple[Override, ...]]:

@@ -19,7 +19,9 @@ This is the only place that knows:
 - that facts an offline source never recorded leave the topic undecided, with the reason;
 - that the creates of one batch see each other's names (`policy.batch`: name collisions);
 - that override actions (`policy.overrides`) rewrite a request before it is evaluated.
-Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
+Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`); exceptions
+(`policy.exceptions`) waive rules while `now`, the instant of judgement every caller passes
+(a timezone-aware datetime; None waives nothing), is before their expiry. No clock is read here.
 Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`), the
 config resources that are not topics (brokers, the cluster default, loggers, groups, client
 metrics) by `BrokerConfigJudgement` (`policy/broker_configs.py`).
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Protocol
 
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest, decide_admin
@@ -113,11 +116,18 @@ class Verdict:
 class Judgement:
     """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
 
-    __slots__ = ("_needs", "_policy", "_requests", "query")
+    __slots__ = ("_needs", "_now", "_policy", "_requests", "query")
 
-    def __init__(self, policy: CompiledPolicy, requests: Sequence[TopicRequest]) -> None:
+    def __init__(
+        self,
+        policy: CompiledPolicy,
+        requests: Sequence[TopicRequest],
+        *,
+        now: datetime | None = None,
+    ) -> None:
         self._policy = policy
         self._requests = tuple(requests)
+        self._now = aware(now)
         # Kept for `decide`: a request nothing is folded into needs what it needed here.
         self._needs = tuple(policy.needs(request) for request in self._requests)
         facts: set[Fact] = set()
@@ -154,7 +164,9 @@ class Judgement:
                 verdicts.append(_unknown_topic(resolved))
             else:
                 rewritten, overrides = policy.override(resolved)
-                decision = policy.evaluate(rewritten, judged)
+                decision = policy.exceptions.apply(
+                    rewritten, policy.evaluate(rewritten, judged), self._now
+                )
                 if not overrides:
                     verdicts.append(Verdict(resolved, decision))
                 else:
@@ -176,10 +188,14 @@ class Judgement:
 
 
 def judge(
-    policy: CompiledPolicy, requests: Sequence[TopicRequest], source: FactSource
+    policy: CompiledPolicy,
+    requests: Sequence[TopicRequest],
+    source: FactSource,
+    *,
+    now: datetime | None = None,
 ) -> list[Verdict]:
-    """Judge a batch against a synchronous fact source."""
-    judgement = Judgement(policy, requests)
+    """Judge a batch against a synchronous fact source, at the instant `now`."""
+    judgement = Judgement(policy, requests, now=now)
     try:
         facts = source.read(judgement.query)
     except FactsUnavailable as exc:
@@ -271,6 +287,13 @@ class ClusterFacts:
     def read(self, query: FactQuery) -> Facts:
         """The cluster, with the queried facts to fold in."""
         return Facts(self.cluster, query.facts) if query.facts else NO_FACTS
+
+
+def aware(now: datetime | None) -> datetime | None:
+    """`now` as given, refused if naive: a naive time is a different instant on every host."""
+    if now is not None and now.tzinfo is None:
+        raise ValueError("the judge's `now` must be timezone-aware")
+    return now
 
 
 def bounded(reason: str) -> str:

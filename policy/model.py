@@ -384,6 +384,34 @@ class Override:
 
 
 @dataclass(frozen=True, slots=True)
+class Waiver:
+    """One violation an exception in force waived: the rule, the exception and its terms."""
+
+    rule: str
+    exception: str
+    ticket: str | None
+    expires: str  # RFC 3339, UTC
+    message: str  # the violation's message, as it would have denied
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "rule": self.rule,
+            "exception": self.exception,
+            "ticket": self.ticket,
+            "expires": self.expires,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Waiver:
+        """Rebuild from `to_dict()` output."""
+        return cls(
+            data["rule"], data["exception"], data.get("ticket"), data["expires"], data["message"]
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict for one topic: allowed or denied, and every violated rule in rule order.
 
@@ -399,6 +427,8 @@ class Decision:
     # What the policy changed in the request before judging it (an allowed topic goes to the
     # broker rewritten so).
     overrides: tuple[Override, ...] = ()
+    # Enforced violations an exception in force waived (no longer in `violations`).
+    waived: tuple[Waiver, ...] = ()
 
     @property
     def message(self) -> str:
@@ -406,8 +436,8 @@ class Decision:
         return "; ".join(v.message for v in self.violations if v.mode is Mode.ENFORCE)
 
     def to_dict(self) -> JSON:
-        """Return a JSON-ready dict."""
-        return {
+        """Return a JSON-ready dict (`waived` only when something was waived)."""
+        data: JSON = {
             "topic": self.topic,
             "action": self.action.value,
             "allowed": self.allowed,
@@ -415,6 +445,9 @@ class Decision:
             "mode": self.mode.value,
             "overrides": [o.to_dict() for o in self.overrides],
         }
+        if self.waived:
+            data["waived"] = [w.to_dict() for w in self.waived]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decision:
@@ -426,4 +459,5 @@ class Decision:
             violations=tuple(Violation.from_dict(v) for v in data.get("violations") or ()),
             mode=Mode(data.get("mode", "enforce")),
             overrides=tuple(Override.from_dict(o) for o in data.get("overrides") or ()),
+            waived=tuple(Waiver.from_dict(w) for w in data.get("waived") or ()),
         )
