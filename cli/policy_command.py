@@ -11,8 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_policy_proxy.cli.policy_except import add_parser as add_except_parser
 from kafka_policy_proxy.cli.instants import add_now, moment
+from kafka_policy_proxy.cli.policy_except import add_parser as add_except_parser
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import is_unknown_topic, json_schema
