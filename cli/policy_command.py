@@ -7,7 +7,7 @@ import io
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -159,10 +159,20 @@ def _guard(
 
 
 def _check(args: argparse.Namespace, out: TextIO) -> int:
-    """Validate a policy file."""
+    """Validate a policy file; warn about exceptions expiring within --warn-days, and refuse
+    expired ones (exit 2) unless --allow-expired."""
     policy = _load(args)
     try:
         document = policy.document
+        now = moment(args)
+        expired = [e.name for e in policy.exceptions.expired(now)]
+        if expired and not args.allow_expired:
+            print(
+                f"invalid policy {args.file}: expired exceptions: {', '.join(expired)}; they "
+                "waive nothing: remove them or renew their `expires` (or pass --allow-expired)",
+                file=sys.stderr,
+            )
+            return INVALID
         print(
             f"{args.file}: OK ({len(document.rules)} rules, {len(document.plugins)} plugins, "
             f"{len(document.admin_apis)} admin_apis rules, "
@@ -172,34 +182,26 @@ def _check(args: argparse.Namespace, out: TextIO) -> int:
             f"{f', {len(document.exceptions)} exceptions' if document.exceptions else ''})",
             file=out,
         )
-        return _check_expiries(args, policy, out)
+        for line in _expiry_warnings(policy, now, args.warn_days):
+            print(line, file=out)
+        return OK
     finally:
         policy.close()
 
 
-def _check_expiries(args: argparse.Namespace, policy: CompiledPolicy, out: TextIO) -> int:
-    """Warn about exceptions expiring within --warn-days; refuse expired ones (exit 2)
-    unless --allow-expired."""
-    now = moment(args)
-    soon = now + timedelta(days=args.warn_days)
-    expired = False
+def _expiry_warnings(policy: CompiledPolicy, now: datetime, days: int) -> list[str]:
+    """A warning per exception expired, or expiring within `days`."""
+    warnings = []
     for exception in policy.exceptions.items:
         when = rfc3339(exception.expires)
+        left = (exception.expires - now).total_seconds() / 86400
         if not exception.in_force(now):
-            expired = True
-            level = "warning" if args.allow_expired else "error"
-            print(
-                f"{level}: exception {exception.name!r} expired at {when}; it waives nothing "
-                "(remove it, or renew it with a new expiry)",
-                file=out if args.allow_expired else sys.stderr,
+            warnings.append(f"warning: exception {exception.name!r} expired at {when}")
+        elif left <= days:
+            warnings.append(
+                f"warning: exception {exception.name!r} expires in {left:.1f} days ({when})"
             )
-        elif exception.expires <= soon:
-            days = (exception.expires - now).total_seconds() / 86400
-            print(
-                f"warning: exception {exception.name!r} expires in {days:.1f} days ({when})",
-                file=out,
-            )
-    return INVALID if expired and not args.allow_expired else OK
+    return warnings
 
 
 def _cluster(path: Path | None) -> InMemoryCluster:
