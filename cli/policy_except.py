@@ -41,7 +41,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--item",
         action="store_true",
-        help="print the list item only, for a policy that already has `exceptions:`",
+        help="print the list item only (indented two spaces), to paste under an existing "
+        "`exceptions:`",
     )
     add_now(parser)
     parser.set_defaults(func=cmd_except)
@@ -69,9 +70,8 @@ def cmd_except(args: argparse.Namespace) -> int:
         f"# waives what denied decision {args.decision} ({record['api']} of "
         f"{record['topic']!r} by {record['principal']}, {record['time']})"
     )
-    if args.item:
-        print(item, end="")
-    else:
+    if not args.item:
         print("exceptions:")
-        print("".join(f"  {line}\n" for line in item.splitlines()), end="")
+    # Indented two spaces, as `exceptions:` items are in the examples and docs.
+    print("".join(f"  {line}\n" for line in item.splitlines()), end="")
     return OK
