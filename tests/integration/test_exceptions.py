@@ -31,6 +31,7 @@ BOOTSTRAP_PORT, NODE_PORT_BASE, ADMIN_PORT = 25700, 25710, 25790
 # Long enough for two workers to start and the first create to finish well inside it.
 EXPIRES_AFTER_S = 40.0
 EXCEPTION = "anonymous-wide-topics"
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def proxy(
         assert process.stop() == 0
 
 
-def metrics() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def metrics() -> Samples:
     with urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}/metrics", timeout=10) as answer:
         text = answer.read().decode()
     return {
@@ -93,7 +94,12 @@ def record_of(proxy: ProxyProcess, topic: str) -> dict[str, Any]:
     return until(lambda: next((e for e in proxy.audit_events() if e["topic"] == topic), None))
 
 
-def reloads(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> float:
+def none_in_force(samples: Samples) -> Samples | None:
+    """The samples once the in-force gauge (refreshed every 2 s) shows no exception."""
+    return samples if samples[("kpp_policy_exceptions_in_force", frozenset())] == 0 else None
+
+
+def reloads(samples: Samples) -> float:
     return sum(v for (name, _), v in samples.items() if name == "kpp_policy_reloads_total")
 
 
@@ -137,13 +143,7 @@ def test_an_exception_waives_until_its_expiry_and_not_after(
         assert datetime.fromisoformat(record["time"]) >= expires
         # Denied whole, the request never reached the broker: no topic, and the first is there.
         assert late not in broker.topics() and wide in broker.topics()
-        samples = until(
-            lambda: (
-                (s := metrics())
-                if s[("kpp_policy_exceptions_in_force", frozenset())] == 0
-                else None
-            )
-        )
+        samples = until(lambda: none_in_force(metrics()))
         expiry = ("kpp_policy_exception_expiry_seconds", frozenset({("exception", EXCEPTION)}))
         assert samples[expiry] <= 0
         assert reloads(samples) == 0  # no reload came between
