@@ -252,9 +252,7 @@ class CompiledPolicy:
             lambda rule: CompiledSelector.build(rule.match).matches,
             lambda rule: _keys(rule.match),
         )
-        self.exceptions = compile_exceptions(
-            document, lambda selector: CompiledSelector.build(selector).matches, _keys
-        )
+        self.exceptions = compile_exceptions(document, CompiledSelector.build, _keys)
 
     def override(self, request: TopicRequest) -> tuple[TopicRequest, tuple[Override, ...]]:
         """The request as the policy's override actions leave it, and what they changed."""

@@ -14,17 +14,38 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Protocol
 
 from kafka_policy_proxy.policy.checks import ActionKey
 from kafka_policy_proxy.policy.cluster import is_internal
-from kafka_policy_proxy.policy.model import Decision, Mode, TopicRequest, Violation, Waiver
+from kafka_policy_proxy.policy.model import (
+    Decision,
+    Mode,
+    Principal,
+    TopicRequest,
+    Violation,
+    Waiver,
+)
 from kafka_policy_proxy.policy.rules import PolicyDocument, Selector
 
 # The judge's own denials, which no policy rule makes and so no exception may waive.
 UNWAIVABLE = frozenset({"cluster-state", "unknown-topic"})
 
-# Whether a selector takes a request: (request, topic name) -> bool.
-Selects = Callable[[TopicRequest, str], bool]
+# A plan's cache bound, as the engine's: a flood of client ids cannot grow it.
+_CACHE_SIZE = 4096
+
+
+class Selects(Protocol):
+    """A compiled selector (the engine's `CompiledSelector`): a topic matcher, client criteria."""
+
+    @property
+    def topic(self) -> Callable[[str], object] | None:
+        """Matches the whole topic name; None selects every topic."""
+        ...
+
+    def selects_client(self, principal: Principal) -> bool:
+        """Whether the principal and client id are selected."""
+        ...
 
 
 def rfc3339(moment: datetime) -> str:
@@ -37,7 +58,7 @@ class CompiledException:
     """One exception: what it selects, what it waives, and until when."""
 
     name: str
-    selects: Selects
+    selector: Selects
     keys: frozenset[ActionKey]
     internal: bool
     waive: frozenset[str]
@@ -49,21 +70,21 @@ class CompiledException:
         """Whether it waives at `now`: strictly before its expiry instant."""
         return now < self.expires
 
-    def takes(self, request: TopicRequest, name: str) -> bool:
-        """Whether its selector matches the request (action, topic, client)."""
-        if (request.action, request.alter_kind) not in self.keys:
-            return False
-        current = request.current
-        if is_internal(name, current is not None and current.internal) and not self.internal:
-            return False
-        return self.selects(request, name)
 
-
-@dataclass(frozen=True, slots=True)
 class Exceptions:
-    """A policy's exceptions, in declaration order (the first that waives a rule names it)."""
+    """A policy's exceptions, in declaration order (the first that waives a rule names it).
 
-    items: tuple[CompiledException, ...] = ()
+    Which exceptions select a request's action, principal and client id is worked out once per
+    combination and cached, as the engine caches its plan steps; per decision only the expiry
+    and the topic are compared.
+    """
+
+    __slots__ = ("_by_client", "_waivable", "items")
+
+    def __init__(self, items: Sequence[CompiledException] = ()) -> None:
+        self.items = tuple(items)
+        self._waivable = frozenset().union(*(e.waive for e in self.items))
+        self._by_client: dict[tuple[object, ...], tuple[CompiledException, ...]] = {}
 
     def in_force(self, now: datetime) -> tuple[CompiledException, ...]:
         """Those waiving at `now`."""
@@ -76,10 +97,16 @@ class Exceptions:
     def apply(self, request: TopicRequest, decision: Decision, now: datetime | None) -> Decision:
         """The decision with every enforced violation an in-force, matching exception waives
         moved to `waived`; allowed once none is left. `now` None waives nothing."""
-        if not self.items or now is None or decision.allowed:
+        if now is None or decision.allowed or not self._waivable:
+            return decision
+        if not any(v.rule in self._waivable for v in decision.violations):
             return decision
         name = request.name
-        usable = [e for e in self.items if e.in_force(now) and e.takes(request, name)]
+        usable = [
+            e
+            for e in self._selecting(request, name)
+            if now < e.expires and (e.selector.topic is None or e.selector.topic(name))
+        ]
         if not usable:
             return decision
         kept: list[Violation] = []
@@ -102,6 +129,26 @@ class Exceptions:
             waived=decision.waived + tuple(waived),
         )
 
+    def _selecting(self, request: TopicRequest, name: str) -> tuple[CompiledException, ...]:
+        """The exceptions whose action, internal-topic and client criteria take the request."""
+        current = request.current
+        internal = is_internal(name, current is not None and current.internal)
+        principal = request.principal
+        action = (request.action, request.alter_kind)
+        key = (action, internal, principal.name, principal.client_id)
+        found = self._by_client.get(key)
+        if found is None:
+            found = tuple(
+                e
+                for e in self.items
+                if action in e.keys
+                and (e.internal or not internal)
+                and e.selector.selects_client(principal)
+            )
+            if len(self._by_client) < _CACHE_SIZE:
+                self._by_client[key] = found
+        return found
+
 
 def _waiver(usable: Sequence[CompiledException], violation: Violation) -> CompiledException | None:
     if violation.mode is not Mode.ENFORCE or violation.rule in UNWAIVABLE:
@@ -111,15 +158,15 @@ def _waiver(usable: Sequence[CompiledException], violation: Violation) -> Compil
 
 def compile_exceptions(
     document: PolicyDocument,
-    selects: Callable[[Selector], Selects],
+    build: Callable[[Selector], Selects],
     keys: Callable[[Selector], frozenset[ActionKey]],
 ) -> Exceptions:
-    """Compile the document's exceptions with the engine's selector matching."""
+    """Compile the document's exceptions with the engine's selectors."""
     return Exceptions(
-        tuple(
+        [
             CompiledException(
                 name=spec.name,
-                selects=selects(spec.match),
+                selector=build(spec.match),
                 keys=keys(spec.match),
                 internal=spec.match.internal,
                 waive=frozenset(spec.waive),
@@ -128,7 +175,7 @@ def compile_exceptions(
                 expires_text=rfc3339(spec.expires),
             )
             for spec in document.exceptions
-        )
+        ]
     )
 
 
