@@ -360,7 +360,9 @@ class RecordedWaiver(_Strict):
     rule: str
     exception: str = Field(description="the policy's exception that waived it")
     ticket: str | None = Field(description="the exception's ticket; null if it names none")
-    expires: datetime = Field(description="the exception's expiry instant (RFC 3339, UTC)")
+    expires: datetime = Field(
+        description="the exception's expiry instant, UTC, RFC 3339 with microseconds as `time`"
+    )
     message: str = Field(description="the violation's message, as it would have denied")
 
 

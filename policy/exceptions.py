@@ -53,6 +53,12 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def record_time(moment: datetime) -> str:
+    """An aware time as a decision record writes its times: UTC, always microseconds (the
+    lake's Spark schema reads them in that one format)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledException:
     """One exception: what it selects, what it waives, and until when."""
@@ -172,7 +178,7 @@ def compile_exceptions(
                 waive=frozenset(spec.waive),
                 ticket=spec.ticket,
                 expires=spec.expires,
-                expires_text=rfc3339(spec.expires),
+                expires_text=record_time(spec.expires),
             )
             for spec in document.exceptions
         ]

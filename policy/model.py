@@ -390,7 +390,7 @@ class Waiver:
     rule: str
     exception: str
     ticket: str | None
-    expires: str  # RFC 3339, UTC
+    expires: str  # RFC 3339, UTC, with microseconds as the record's `time`
     message: str  # the violation's message, as it would have denied
 
     def to_dict(self) -> JSON:

@@ -71,7 +71,7 @@ def test_an_exception_waives_until_its_expiry_instant_and_not_at_it() -> None:
     assert waived.violations == ()
     (waiver,) = waived.waived
     assert (waiver.rule, waiver.exception, waiver.ticket) == ("small", "alice-migration", "OPS-42")
-    assert waiver.expires == "2026-12-01T18:00:00Z"
+    assert waiver.expires == "2026-12-01T18:00:00.000000Z"
     assert waiver.message.startswith("[small] ")
     expired = decide(compiled, big(), EXPIRES)
     assert not expired.allowed and expired.waived == ()
@@ -149,7 +149,7 @@ def test_a_waived_decision_round_trips_and_its_record_validates() -> None:
             "rule": "small",
             "exception": "alice-migration",
             "ticket": "OPS-42",
-            "expires": "2026-12-01T18:00:00Z",
+            "expires": "2026-12-01T18:00:00.000000Z",
             "message": decision.waived[0].message,
         }
     ]
