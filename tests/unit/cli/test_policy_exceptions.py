@@ -95,7 +95,7 @@ def test_eval_judges_at_now(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     )
     assert code == 0
     assert out.splitlines()[0] == "orders.v2: ALLOWED"
-    waived = "waived by exception alice-migration (until 2026-12-05T12:00:00.000000Z, ticket OPS-42)"
+    waived = "by exception alice-migration (until 2026-12-05T12:00:00.000000Z, ticket OPS-42)"
     assert waived in out
     code, out, _ = run(
         capsys, "eval", policy, "--request", request, "--now", "2026-12-05T12:00:00Z", "--json"
