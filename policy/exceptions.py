@@ -28,7 +28,8 @@ from kafka_policy_proxy.policy.model import (
 )
 from kafka_policy_proxy.policy.rules import PolicyDocument, Selector
 
-# The judge's own denials, which no policy rule makes and so no exception may waive.
+# The judge's own denials, which no policy rule makes and so no exception may waive:
+# judge.CLUSTER_STATE_RULE and decision_log.UNKNOWN_TOPIC_RULE (both import this module).
 UNWAIVABLE = frozenset({"cluster-state", "unknown-topic"})
 
 # A plan's cache bound, as the engine's: a flood of client ids cannot grow it.
