@@ -9,9 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kafka_policy_proxy.cli.policy_command import main
 from kafka_policy_proxy.policy.loader import load_policy
+from kafka_policy_proxy.policy.offline.scenario import parse_suite
+from kafka_policy_proxy.policy.offline.suite import run_suite
 from tests.unit.cli.test_policy_exceptions import NOW, _recorded
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,3 +59,11 @@ def test_a_shown_command_prints_what_the_docs_show(
         argv = [str(audit) if a == "audit.jsonl" else a for a in argv] + ["--now", NOW.isoformat()]
     assert main(argv) == 0
     assert capsys.readouterr().out == shown
+
+
+def test_the_test_case_with_now_passes_against_the_example() -> None:
+    (block,) = [b for b in re.findall(r"^```yaml\n(.*?)^```", TEXT, re.M | re.S) if "now:" in b]
+    suite = parse_suite({"cases": yaml.safe_load(block)})
+    policy = load_policy((ROOT / "examples" / "policy.yaml").read_text(), "policy.yaml")
+    (result,) = run_suite(policy, suite)
+    assert result.passed, result.failures
