@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_policy_proxy.cli.instants import add_now
 from kafka_policy_proxy.proxy.kafka_client.java_client import consumer_options
 from kafka_policy_proxy.proxy.kafka_client.security import ClientSecurity, load_client_security
 
@@ -143,6 +144,7 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         help="existing topics have no creator: evaluate them as this principal "
         "(default: %(default)s)",
     )
+    add_now(scan)
     _common(scan, default_master)
     scan.set_defaults(func=_scan)
 
@@ -258,7 +260,9 @@ def _scan(args: argparse.Namespace) -> int:
     def job(spark: SparkSession) -> Mapping[str, Any]:
         from kafka_policy_proxy.pipeline.jobs.scan import run_scan
 
-        return run_scan(spark, args.policy, args.snapshot, args.out, principal=args.principal)
+        return run_scan(
+            spark, args.policy, args.snapshot, args.out, principal=args.principal, now=args.now
+        )
 
     return _job(args, job)
 

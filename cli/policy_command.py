@@ -7,13 +7,17 @@ import io
 import json
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from kafka_policy_proxy.cli.instants import add_now, moment
+from kafka_policy_proxy.cli.policy_except import add_parser as add_except_parser
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import is_unknown_topic, json_schema
 from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.exceptions import rfc3339
 from kafka_policy_proxy.policy.judge import Verdict
 from kafka_policy_proxy.policy.loader import PolicyError, load_policy, policy_json_schema
 from kafka_policy_proxy.policy.model import Decision, Mode
@@ -49,6 +53,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     check = commands.add_parser("check", help="validate a policy file (exit 0 valid, 2 invalid)")
     check.add_argument("file", type=Path, help="the policy file")
+    check.add_argument(
+        "--warn-days",
+        type=int,
+        default=14,
+        metavar="N",
+        help="warn about exceptions that expire within N days (default 14)",
+    )
+    check.add_argument(
+        "--allow-expired",
+        action="store_true",
+        help="accept a policy holding expired exceptions (warn instead of exit 2)",
+    )
+    add_now(check)
     _no_plugins(check)
     check.set_defaults(func=cmd_check)
 
@@ -65,6 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     evaluate.add_argument(
         "--json", action="store_true", help="print one JSON object per topic or other resource"
     )
+    add_now(evaluate)
     _no_plugins(evaluate)
     evaluate.set_defaults(func=cmd_eval)
 
@@ -84,8 +102,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=Path,
         help="write the report to this file; the text report then goes to stdout",
     )
+    add_now(test)
     _no_plugins(test)
     test.set_defaults(func=cmd_test)
+
+    add_except_parser(commands)
 
     schema = commands.add_parser("schema", help="print the policy file's JSON Schema")
     schema.set_defaults(func=cmd_schema)
@@ -117,6 +138,7 @@ def _load(args: argparse.Namespace) -> CompiledPolicy:
         str(args.file),
         load_plugins=not args.no_plugins,
         base_dir=Path(args.file).parent,
+        now=moment(args),
     )
 
 
@@ -137,21 +159,49 @@ def _guard(
 
 
 def _check(args: argparse.Namespace, out: TextIO) -> int:
-    """Validate a policy file."""
+    """Validate a policy file; warn about exceptions expiring within --warn-days, and refuse
+    expired ones (exit 2) unless --allow-expired."""
     policy = _load(args)
     try:
         document = policy.document
+        now = moment(args)
+        expired = [e.name for e in policy.exceptions.expired(now)]
+        if expired and not args.allow_expired:
+            print(
+                f"invalid policy {args.file}: expired exceptions: {', '.join(expired)}; they "
+                "waive nothing: remove them or renew their `expires` (or pass --allow-expired)",
+                file=sys.stderr,
+            )
+            return INVALID
         print(
             f"{args.file}: OK ({len(document.rules)} rules, {len(document.plugins)} plugins, "
             f"{len(document.admin_apis)} admin_apis rules, "
             f"{len(document.broker_configs)} broker_configs rules"
             f"{', dry run' if document.dry_run else ''}"
-            f"{', enforces nothing' if document.enforce == 'nothing' else ''})",
+            f"{', enforces nothing' if document.enforce == 'nothing' else ''}"
+            f"{f', {len(document.exceptions)} exceptions' if document.exceptions else ''})",
             file=out,
         )
+        for line in _expiry_warnings(policy, now, args.warn_days):
+            print(line, file=out)
+        return OK
     finally:
         policy.close()
-    return OK
+
+
+def _expiry_warnings(policy: CompiledPolicy, now: datetime, days: int) -> list[str]:
+    """A warning per exception expired, or expiring within `days`."""
+    warnings = []
+    for exception in policy.exceptions.items:
+        when = rfc3339(exception.expires)
+        left = (exception.expires - now).total_seconds() / 86400
+        if not exception.in_force(now):
+            warnings.append(f"warning: exception {exception.name!r} expired at {when}")
+        elif left <= days:
+            warnings.append(
+                f"warning: exception {exception.name!r} expires in {left:.1f} days ({when})"
+            )
+    return warnings
 
 
 def _cluster(path: Path | None) -> InMemoryCluster:
@@ -173,7 +223,7 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
     cluster = _cluster(args.cluster)
     policy = _load(args)
     try:
-        verdicts = evaluate_spec(policy, spec, cluster)
+        verdicts = evaluate_spec(policy, spec, cluster, now=moment(args))
         resources = evaluate_resources(policy, spec, cluster)
     finally:
         policy.close()
@@ -229,6 +279,12 @@ def _decision_lines(name: str, decision: Decision | BrokerConfigDecision) -> lis
     for violation in decision.violations:
         tag = "audit: " if violation.mode is Mode.AUDIT else ""
         lines.append(f"  {tag}{violation.message}")
+    for waiver in decision.waived if isinstance(decision, Decision) else ():
+        ticket = f", ticket {waiver.ticket}" if waiver.ticket else ""
+        lines.append(
+            f"  waived by exception {waiver.exception} (until {waiver.expires}{ticket}): "
+            f"{waiver.message}"
+        )
     return lines
 
 
@@ -259,7 +315,7 @@ def _test(args: argparse.Namespace, out: TextIO) -> int:
     suite = parse_suite(_read(args.cases), str(args.cases))
     policy = _load(args)
     try:
-        results = run_suite(policy, suite)
+        results = run_suite(policy, suite, moment(args))
     finally:
         policy.close()
     if args.format != "text" or args.output is not None:

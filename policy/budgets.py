@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
@@ -328,6 +328,10 @@ def _whole(value: float) -> int | None:
     return None if math.isinf(value) else int(value)
 
 
+def _as_is(decision: Decision) -> Decision:
+    return decision
+
+
 @dataclass(slots=True)
 class BudgetBook:
     """One batch's budget judgements: usage read once per counter, the batch's additions kept
@@ -339,11 +343,17 @@ class BudgetBook:
     _usage: dict[BudgetKey, Usage] = field(default_factory=dict)
     _batch: dict[tuple[BudgetKey, str], float] = field(default_factory=dict)
 
-    def judge(self, request: TopicRequest, decision: Decision) -> Decision:
-        """The decision with every budget that judges the request checked and recorded."""
+    def judge(
+        self,
+        request: TopicRequest,
+        decision: Decision,
+        settle: Callable[[Decision], Decision] = _as_is,
+    ) -> Decision:
+        """The decision with every budget that judges the request checked and recorded;
+        `settle` (the exceptions' waivers) has the last word before the batch counts it."""
         found = touched(self.budgets, request)
         if not found or (request.action is not Action.CREATE and request.current is None):
-            return decision
+            return settle(decision)
         defaults = dict(self.cluster.broker_default_configs())
         added = change(request, defaults)
         uses: list[BudgetUse] = []
@@ -369,13 +379,16 @@ class BudgetBook:
                     )
                     violations.append(Violation(key.name, message, mode))
         if not uses:
-            return decision
+            return settle(decision)
         all_violations = (*decision.violations, *violations)
         allowed = all(v.mode is Mode.AUDIT for v in all_violations)
-        if allowed:
+        judged = settle(
+            replace(decision, allowed=allowed, violations=all_violations, budgets=tuple(uses))
+        )
+        if judged.allowed:
             for key, unit, adds in additions:
                 self._batch[(key, unit)] = self._batch.get((key, unit), 0.0) + adds
-        return replace(decision, allowed=allowed, violations=all_violations, budgets=tuple(uses))
+        return judged
 
 
 def _message(

@@ -204,6 +204,8 @@ def decision_record(
         record["rewritten"] = (rewritten or request).to_dict()
     if decision.budgets:
         record["budgets"] = [b.to_dict() for b in decision.budgets]
+    if decision.waived:
+        record["waived"] = [w.to_dict() for w in decision.waived]
     return record
 
 
@@ -373,6 +375,18 @@ class RecordedBudget(_Strict):
     )
 
 
+class RecordedWaiver(_Strict):
+    """One enforced violation an exception in force waived."""
+
+    rule: str
+    exception: str = Field(description="the policy's exception that waived it")
+    ticket: str | None = Field(description="the exception's ticket; null if it names none")
+    expires: datetime = Field(
+        description="the exception's expiry instant, UTC, RFC 3339 with microseconds as `time`"
+    )
+    message: str = Field(description="the violation's message, as it would have denied")
+
+
 class SummaryCount(_Strict):
     """Topics of a summarised request by decision (`rule` null) or by decision and rule."""
 
@@ -467,6 +481,11 @@ class DecisionRecord(_Strict):
         None,
         description="the budgets the topic was judged against, one per limit the request "
         "changes; absent if none",
+    )
+    waived: list[RecordedWaiver] | None = Field(
+        None,
+        description="enforced violations that exceptions in force waived (they are not in "
+        "`violations`); absent if none",
     )
     summary: RecordedSummary | None = Field(
         None,

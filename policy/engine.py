@@ -21,6 +21,7 @@ from kafka_policy_proxy.policy.checks import (
     compile_rule,
 )
 from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.exceptions import compile_exceptions
 from kafka_policy_proxy.policy.java_policy import (
     JavaPolicy,
     JavaPolicyError,
@@ -253,6 +254,7 @@ class CompiledPolicy:
             lambda rule: CompiledSelector.build(rule.match).matches,
             lambda rule: _keys(rule.match),
         )
+        self.exceptions = compile_exceptions(document, CompiledSelector.build, _keys)
 
     def override(self, request: TopicRequest) -> tuple[TopicRequest, tuple[Override, ...]]:
         """The request as the policy's override actions leave it, and what they changed."""

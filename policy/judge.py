@@ -21,7 +21,9 @@ This is the only place that knows:
 - that the topics of one batch are judged against the budgets after one another, in request
   order (`policy.budgets`: what an earlier allowed topic adds, a later one cannot use);
 - that override actions (`policy.overrides`) rewrite a request before it is evaluated.
-Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`).
+Audit mode and dry run are the compiled policy's (`CompiledPolicy.evaluate`); exceptions
+(`policy.exceptions`) waive rules while `now`, the instant of judgement every caller passes
+(a timezone-aware datetime; None waives nothing), is before their expiry. No clock is read here.
 Cluster and security mutation APIs are judged by `judge_admin` (`policy/admin_apis.py`), the
 config resources that are not topics (brokers, the cluster default, loggers, groups, client
 metrics) by `BrokerConfigJudgement` (`policy/broker_configs.py`).
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest, decide_admin
@@ -119,11 +123,18 @@ class Verdict:
 class Judgement:
     """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
 
-    __slots__ = ("_needs", "_policy", "_requests", "query")
+    __slots__ = ("_needs", "_now", "_policy", "_requests", "query")
 
-    def __init__(self, policy: CompiledPolicy, requests: Sequence[TopicRequest]) -> None:
+    def __init__(
+        self,
+        policy: CompiledPolicy,
+        requests: Sequence[TopicRequest],
+        *,
+        now: datetime | None = None,
+    ) -> None:
         self._policy = policy
         self._requests = tuple(requests)
+        self._now = aware(now)
         # Kept for `decide`: a request nothing is folded into needs what it needed here.
         self._needs = tuple(
             policy.needs(request) | budget_needs(policy.budgets, request)
@@ -170,7 +181,9 @@ class Judgement:
                 verdicts.append(_unknown_topic(resolved))
             else:
                 rewritten, overrides = policy.override(resolved)
-                decision = budgets.judge(rewritten, policy.evaluate(rewritten, judged))
+                # Exceptions may waive a budget too: the book counts what is allowed in the end.
+                waive = partial(policy.exceptions.apply, rewritten, now=self._now)
+                decision = budgets.judge(rewritten, policy.evaluate(rewritten, judged), waive)
                 if not overrides:
                     verdicts.append(Verdict(resolved, decision))
                 else:
@@ -192,10 +205,14 @@ class Judgement:
 
 
 def judge(
-    policy: CompiledPolicy, requests: Sequence[TopicRequest], source: FactSource
+    policy: CompiledPolicy,
+    requests: Sequence[TopicRequest],
+    source: FactSource,
+    *,
+    now: datetime | None = None,
 ) -> list[Verdict]:
-    """Judge a batch against a synchronous fact source."""
-    judgement = Judgement(policy, requests)
+    """Judge a batch against a synchronous fact source, at the instant `now`."""
+    judgement = Judgement(policy, requests, now=now)
     try:
         facts = source.read(judgement.query)
     except FactsUnavailable as exc:
@@ -287,6 +304,13 @@ class ClusterFacts:
     def read(self, query: FactQuery) -> Facts:
         """The cluster, with the queried facts to fold in."""
         return Facts(self.cluster, query.facts) if query.facts else NO_FACTS
+
+
+def aware(now: datetime | None) -> datetime | None:
+    """`now` as given, refused if naive: a naive time is a different instant on every host."""
+    if now is not None and now.tzinfo is None:
+        raise ValueError("the judge's `now` must be timezone-aware")
+    return now
 
 
 def bounded(reason: str) -> str:

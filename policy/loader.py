@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -19,6 +20,7 @@ from kafka_policy_proxy.policy.configs import (
     split_list,
 )
 from kafka_policy_proxy.policy.engine import CompiledPolicy
+from kafka_policy_proxy.policy.exceptions import exception_problems
 from kafka_policy_proxy.policy.model import Mode
 from kafka_policy_proxy.policy.plugins import PluginLoadError
 from kafka_policy_proxy.policy.revision import policy_revision
@@ -77,14 +79,20 @@ def format_path(path: Path) -> str:
     return out or "(top level)"
 
 
-def parse_document(source: str | Mapping[str, Any], name: str = "<policy>") -> PolicyDocument:
-    """Parse and validate a policy (YAML text or a mapping) without compiling it."""
+def parse_document(
+    source: str | Mapping[str, Any], name: str = "<policy>", *, now: datetime | None = None
+) -> PolicyDocument:
+    """Parse and validate a policy (YAML text or a mapping) without compiling it.
+
+    `now` is the instant it is loaded or checked: exceptions expiring more than
+    `exception_policy.max_days` after it are refused (not checked when None).
+    """
     data, node = parse_source(source, name)
     try:
         document = PolicyDocument.model_validate(data)
     except ValidationError as exc:
         raise PolicyError(name, validation_problems(exc, node)) from None
-    problems = _semantic_problems(document)
+    problems = _semantic_problems(document) + exception_problems(document, now)
     if problems:
         raise PolicyError(name, [Problem(p, r, line_of(node, p)) for p, r in problems])
     return document
@@ -96,12 +104,14 @@ def load_policy(
     *,
     load_plugins: bool = True,
     base_dir: FilePath | None = None,
+    now: datetime | None = None,
 ) -> CompiledPolicy:
     """Validate and compile a policy; plugins and Java policies are loaded unless told not to.
 
-    `base_dir` is the policy file's folder, where relative java_policy jar paths are read.
+    `base_dir` is the policy file's folder, where relative java_policy jar paths are read;
+    `now` the loading instant that `exception_policy.max_days` counts from.
     """
-    document = parse_document(source, name)
+    document = parse_document(source, name, now=now)
     try:
         revision = policy_revision(source) if isinstance(source, str) else None
         return CompiledPolicy(

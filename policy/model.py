@@ -416,6 +416,34 @@ class BudgetUse:
 
 
 @dataclass(frozen=True, slots=True)
+class Waiver:
+    """One violation an exception in force waived: the rule, the exception and its terms."""
+
+    rule: str
+    exception: str
+    ticket: str | None
+    expires: str  # RFC 3339, UTC, with microseconds as the record's `time`
+    message: str  # the violation's message, as it would have denied
+
+    def to_dict(self) -> JSON:
+        """Return a JSON-ready dict."""
+        return {
+            "rule": self.rule,
+            "exception": self.exception,
+            "ticket": self.ticket,
+            "expires": self.expires,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Waiver:
+        """Rebuild from `to_dict()` output."""
+        return cls(
+            data["rule"], data["exception"], data.get("ticket"), data["expires"], data["message"]
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict for one topic: allowed or denied, and every violated rule in rule order.
 
@@ -433,6 +461,8 @@ class Decision:
     overrides: tuple[Override, ...] = ()
     # The budgets the request was judged against (policy/budgets.py).
     budgets: tuple[BudgetUse, ...] = ()
+    # Enforced violations an exception in force waived (no longer in `violations`).
+    waived: tuple[Waiver, ...] = ()
 
     @property
     def message(self) -> str:
@@ -440,7 +470,7 @@ class Decision:
         return "; ".join(v.message for v in self.violations if v.mode is Mode.ENFORCE)
 
     def to_dict(self) -> JSON:
-        """Return a JSON-ready dict (`budgets` only when there are some)."""
+        """Return a JSON-ready dict (`budgets` and `waived` only when there are some)."""
         data: JSON = {
             "topic": self.topic,
             "action": self.action.value,
@@ -451,6 +481,8 @@ class Decision:
         }
         if self.budgets:
             data["budgets"] = [b.to_dict() for b in self.budgets]
+        if self.waived:
+            data["waived"] = [w.to_dict() for w in self.waived]
         return data
 
     @classmethod
@@ -464,4 +496,5 @@ class Decision:
             mode=Mode(data.get("mode", "enforce")),
             overrides=tuple(Override.from_dict(o) for o in data.get("overrides") or ()),
             budgets=tuple(BudgetUse.from_dict(b) for b in data.get("budgets") or ()),
+            waived=tuple(Waiver.from_dict(w) for w in data.get("waived") or ()),
         )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -398,6 +400,55 @@ class Budget(_Strict):
         return self
 
 
+# RFC 3339 with an offset or Z: a time without one means a different instant on every host.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+
+
+class PolicyException(_Strict):
+    """Waives named rules for the requests a selector matches, until an instant."""
+
+    name: str = Field(pattern=RULE_NAME)
+    match: Selector = Field(description="which requests it covers; every given field must match")
+    waive: list[str] = Field(
+        min_length=1, description="the rule and plugin names it waives (each must exist)"
+    )
+    reason: str = Field(min_length=1, description="why: shown in `policy check` and reviews")
+    ticket: str | None = Field(default=None, description="where it was agreed (recorded)")
+    expires: AwareDatetime = Field(
+        description="RFC 3339 with an offset or Z; it waives while now < expires"
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must say why the exception exists")
+        return value
+
+    @field_validator("expires", mode="before")
+    @classmethod
+    def _rfc3339(cls, value: Any) -> Any:
+        # YAML reads an unquoted timestamp as a datetime; pydantic would read a number as epoch.
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError("needs an offset or Z (RFC 3339): a naive time is refused")
+            return value
+        if not isinstance(value, str) or _RFC3339.fullmatch(value.strip()) is None:
+            raise ValueError(
+                "must be an RFC 3339 time with an offset or Z, such as 2027-01-31T18:00:00Z"
+            )
+        return value.strip()
+
+
+class ExceptionPolicy(_Strict):
+    """Limits on the policy's exceptions."""
+
+    max_days: PositiveInt = Field(
+        description="refuse an exception expiring more than this many days after the policy "
+        "is loaded or checked"
+    )
+
+
 class PolicyDocument(_Strict):
     """A whole policy file."""
 
@@ -423,4 +474,11 @@ class PolicyDocument(_Strict):
         default_factory=list,
         description="limits on the topics, partitions and retention bytes of a principal "
         "or topic scope, judged against the cluster after the request",
+    )
+    exceptions: list[PolicyException] = Field(
+        default_factory=list,
+        description="rules waived for selected requests until an expiry instant",
+    )
+    exception_policy: ExceptionPolicy | None = Field(
+        default=None, description="limits on `exceptions` (how far ahead they may expire)"
     )

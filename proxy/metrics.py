@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import platform
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -123,6 +125,22 @@ POLICY_INFO = Gauge(
     ["revision"],
     multiprocess_mode="livemax",
 )
+EXCEPTIONS_IN_FORCE = Gauge(
+    "kpp_policy_exceptions_in_force",
+    "Exceptions of the policy in force that waive now (not yet expired)",
+    multiprocess_mode="livemax",
+)
+WAIVERS = Counter(
+    "kpp_policy_waivers",
+    "Decisions in which an exception waived a violation, by exception (the policy's names)",
+    ["exception"],
+)
+EXCEPTION_EXPIRY = Gauge(
+    "kpp_policy_exception_expiry_seconds",
+    "Seconds until each exception of the policy in force expires (negative: expired)",
+    ["exception"],
+    multiprocess_mode="livemin",
+)
 AUDIT_EVENTS = Counter(
     "kpp_audit_events",
     "Audit events by sink (file, stdout, kafka): written, or dropped",
@@ -209,6 +227,29 @@ def policy_revision(revision: str) -> None:
         POLICY_INFO.remove(old)
     _live_revision[:] = [revision]
     POLICY_INFO.labels(revision=revision).set(1)
+
+
+_live_exceptions: set[str] = set()
+
+
+def policy_exceptions(expiries: Iterable[tuple[str, datetime]], now: datetime) -> None:
+    """Set the exception gauges for the policy in force at `now` (its names and expiries);
+    those of a replaced policy's exceptions drop out (NaN in a worker's file, then removed)."""
+    current = dict(expiries)
+    for gone in _live_exceptions - current.keys():
+        EXCEPTION_EXPIRY.labels(exception=gone).set(float("nan"))
+        EXCEPTION_EXPIRY.remove(gone)
+    for name, expires in current.items():
+        EXCEPTION_EXPIRY.labels(exception=name).set((expires - now).total_seconds())
+    _live_exceptions.clear()
+    _live_exceptions.update(current)
+    EXCEPTIONS_IN_FORCE.set(sum(1 for expires in current.values() if now < expires))
+
+
+def count_waivers(exceptions: Iterable[str]) -> None:
+    """Count one decision for each exception that waived something in it."""
+    for name in dict.fromkeys(exceptions):
+        WAIVERS.labels(exception=name).inc()
 
 
 _request_counters: dict[tuple[int, int], Any] = {}

@@ -2,7 +2,8 @@
 
 Requests are judged on the executors by an Arrow UDF over the raw request JSON, one
 `Replayer` per Python worker (the policy compiled and the cluster rebuilt once per process,
-`pipeline.worker_cache`). A flip compares whether the request would go through:
+`pipeline.worker_cache`), each at its event's recorded time (as epoch microseconds, so that
+no session time zone comes between). A flip compares whether the request would go through:
 audit-would-deny counts as allowed. `flip_rules` are the rules behind a flip: for allow->deny
 the candidate's enforce-mode violations, for deny->allow the recorded enforce-mode violations
 (which no longer deny); empty otherwise.
@@ -11,6 +12,7 @@ the candidate's enforce-mode violations, for deny->allow the recorded enforce-mo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
@@ -67,16 +69,25 @@ DECISION_COLUMNS = (
 )
 
 
-def replay_batch(replayer: Replayer, texts: pa.Array) -> pa.StructArray:
-    """Replay a batch of request JSON texts: a RESULT per text."""
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def replay_batch(
+    replayer: Replayer, texts: pa.Array, micros: pa.Array | None = None
+) -> pa.StructArray:
+    """Replay a batch of request JSON texts, each at its event's time (epoch microseconds):
+    a RESULT per text."""
     decisions: list[str] = []
     rules: list[list[str]] = []
     messages: list[list[str]] = []
     denying: list[list[str]] = []
     reasons: list[str | None] = []
     replay = replayer.replay
-    for text in texts.to_pylist():
-        decision, rule, message, deny, reason = replay(text)
+    times = [None] * len(texts) if micros is None else micros.to_pylist()
+    for text, us in zip(texts.to_pylist(), times, strict=True):
+        decision, rule, message, deny, reason = replay(
+            text, None if us is None else EPOCH + timedelta(microseconds=us)
+        )
         decisions.append(decision)
         rules.append(rule)
         messages.append(message)
@@ -90,15 +101,16 @@ def replay_batch(replayer: Replayer, texts: pa.Array) -> pa.StructArray:
 
 def replay_udf(
     policy_text: str, policy_name: str, cluster_text: str | None
-) -> Callable[[Column], Column]:
-    """The Arrow UDF: request JSON -> struct<decision, rules, messages, denying, reason>."""
+) -> Callable[[Column, Column], Column]:
+    """The Arrow UDF: (request JSON, time in epoch microseconds) -> struct<decision, rules,
+    messages, denying, reason>."""
 
-    def replay(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+    def replay(batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
         # Compiled once per worker process and reused by every task and batch.
         cluster = None if cluster_text is None else shipped_cluster(cluster_text)
         replayer = Replayer(compiled(policy_text, policy_name), cluster)
-        for texts in batches:
-            yield replay_batch(replayer, texts)
+        for texts, micros in batches:
+            yield replay_batch(replayer, texts, micros)
 
     # The kind (iterator of arrays) comes from the type hints; the stubs only know it spelled out.
     return arrow_udf(replay, RESULT_DDL)  # type: ignore[call-overload, no-any-return]
@@ -132,7 +144,7 @@ def replay_lines(
         F.col("violations.rule").alias("old_rules"),
         F.transform(enforced, lambda v: v["rule"]).alias("old_denying"),
         # Bad lines skip the evaluation (a null request comes back as an error, then dropped).
-        evaluate(F.when(good, F.col("request"))).alias("new"),
+        evaluate(F.when(good, F.col("request")), F.unix_micros(F.col("time"))).alias("new"),
     )
     flip = flip_column(F.col("old_decision"), F.col("new.decision"))
     no_rules = F.array().cast("array<string>")

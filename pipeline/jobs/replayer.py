@@ -20,11 +20,17 @@ would have with the candidate policy, using the facts the event recorded
   only counts and a few topic names, not the topics' requests: it is `unknown`, "not
   replayable" (NOT_REPLAYABLE), which the replay summary counts among its unknown reasons.
 
+A topic request is judged at the instant its event recorded (`time`): the candidate's
+exceptions waive as they would have then, so a replay of last month's events does not count an
+exception since expired as a flip.
+
 A request that cannot be read or judged is an `error`, with the reason. Pure Python: the
 Spark job calls it on the executors, batch by batch (`pipeline.jobs.replay_evaluation`).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
@@ -75,8 +81,9 @@ class Replayer:
         self._reasons: dict[frozenset[Fact], str] = {}
         self._reader = RequestReader()
 
-    def replay(self, text: str | None) -> Row:
-        """One request's JSON text -> new decision, rules, messages, denying rules, reason."""
+    def replay(self, text: str | None, time: datetime | None = None) -> Row:
+        """One request's JSON text, judged at its event's `time` -> new decision, rules,
+        messages, denying rules, reason."""
         try:
             if text is None:
                 raise ValueError("the event has no request")
@@ -92,12 +99,12 @@ class Replayer:
                 return _row(judge_admin(self.policy, request), None)
             if isinstance(request, BrokerConfigRequest):
                 return self._broker_config(request)
-            return self._topic(request)
+            return self._topic(request, time)
         except Exception as exc:
             return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
 
-    def _topic(self, request: TopicRequest) -> Row:
-        judgement = Judgement(self.policy, (request,))
+    def _topic(self, request: TopicRequest, time: datetime | None) -> Row:
+        judgement = Judgement(self.policy, (request,), now=time)
         try:
             facts = RecordedFacts(request, self.cluster).read(judgement.query)
         except FactsNotRecorded as exc:

@@ -25,6 +25,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ from kafka_policy_proxy.pipeline.sources.snapshots import (
 )
 from kafka_policy_proxy.pipeline.worker_cache import cluster_json, compiled
 from kafka_policy_proxy.policy.cluster import INTERNAL_TOPICS, InMemoryCluster, is_internal
+from kafka_policy_proxy.policy.exceptions import rfc3339
 from kafka_policy_proxy.policy.model import Principal, TopicState, freeze_assignment
 
 DEFAULT_PRINCIPAL = Principal().name
@@ -132,8 +134,11 @@ def run_scan(
     out: str,
     *,
     principal: str = DEFAULT_PRINCIPAL,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Evaluate every existing topic of the snapshots against the policy; write the outputs."""
+    """Evaluate every existing topic of the snapshots against the policy, at the instant
+    `now` (the exceptions in force; default: the scan's start); write the outputs."""
+    now = now or datetime.now(UTC)
     policy_text = Path(policy_file).read_text(encoding="utf-8")
     policy = compiled(policy_text, policy_file)  # PolicyError, naming the file, before Spark
     lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
@@ -158,7 +163,9 @@ def run_scan(
             # A snapshot file is one input split: spread its topics over the executors.
             .repartition(spark.sparkContext.defaultParallelism)
             .mapInPandas(
-                topic_evaluator(policy_text, str(Path(policy_file).resolve()), principal, shipped),
+                topic_evaluator(
+                    policy_text, str(Path(policy_file).resolve()), principal, shipped, now
+                ),
                 EVALUATED,
             )
             .persist(StorageLevel.MEMORY_AND_DISK)
@@ -172,7 +179,10 @@ def run_scan(
             evaluated.unpersist()
         if shipped is not None:
             shipped.unpersist()
-    summary = _summary(policy_file, snapshots, principal, out, results) | {"warnings": warnings}
+    summary = _summary(policy_file, snapshots, principal, out, results) | {
+        "warnings": warnings,
+        "now": rfc3339(now),
+    }
     page = scan_page(
         summary, clusters=results.clusters, by_rule=results.by_rule, shown=results.shown
     )

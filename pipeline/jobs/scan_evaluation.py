@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -126,12 +127,16 @@ def scan_request(
 
 
 def scan_topic(
-    policy: CompiledPolicy, cluster: ClusterState, line: TopicLine, principal: Principal
+    policy: CompiledPolicy,
+    cluster: ClusterState,
+    line: TopicLine,
+    principal: Principal,
+    now: datetime | None = None,
 ) -> tuple[Any, ...]:
-    """One topic line judged: a row of EVALUATED."""
+    """One topic line judged at the scan's instant `now`: a row of EVALUATED."""
     topic = line.state
     request = scan_request(topic, line.config_sources, principal)
-    (verdict,) = judge(policy, (request,), AsIfCreated(cluster, topic.name))
+    (verdict,) = judge(policy, (request,), AsIfCreated(cluster, topic.name), now=now)
     decision = verdict.decision
     assert decision is not None  # a create by name is always decided
     if decision.overrides:
@@ -156,9 +161,14 @@ def scan_topic(
 
 
 def topic_evaluator(
-    policy_text: str, policy_name: str, principal: str, clusters: Broadcast[dict[str, str]]
+    policy_text: str,
+    policy_name: str,
+    principal: str,
+    clusters: Broadcast[dict[str, str]],
+    now: datetime | None = None,
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The mapInPandas function: (cluster_id, topic line) batches -> EVALUATED rows."""
+    """The mapInPandas function: (cluster_id, topic line) batches -> EVALUATED rows, judged
+    at the scan's instant `now`."""
 
     def evaluate(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         # Compiled and rebuilt once per worker process, reused by every task and batch.
@@ -174,7 +184,7 @@ def topic_evaluator(
                     cluster = rebuilt[cluster_id] = shipped_cluster(clusters.value[cluster_id])
                 line = parse_line(text)
                 assert isinstance(line, TopicLine)  # only topic lines are sent here
-                rows.append(scan_topic(policy, cluster, line, who))
+                rows.append(scan_topic(policy, cluster, line, who, now))
             yield pd.DataFrame(rows, columns=EVALUATED.fieldNames())
 
     return evaluate

@@ -11,9 +11,10 @@ are judged by the judge's `judge_broker_configs`, as the proxy judges them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import AwareDatetime, Field, TypeAdapter, ValidationError
 
 from kafka_policy_proxy.policy import builders
 from kafka_policy_proxy.policy.broker_configs import (
@@ -50,6 +51,9 @@ class Expectation(Strict):
         default=None, description="the violated rule names, in order (audit ones included)"
     )
     message_contains: str | None = None
+    waived: list[str] | None = Field(
+        default=None, description="the rule names exceptions waived, in order"
+    )
 
 
 class Case(Strict):
@@ -59,6 +63,11 @@ class Case(Strict):
     name: str
     request: RequestSpec
     cluster: ClusterSpec | None = None
+    now: AwareDatetime | None = Field(
+        default=None,
+        description="the instant of judgement (RFC 3339 with an offset or Z), which decides "
+        "the exceptions in force; the suite's run time (`--now`, else the clock) if absent",
+    )
     expect: dict[str, Expectation]
 
 
@@ -187,10 +196,15 @@ def build_requests(spec: RequestSpec, cluster: InMemoryCluster) -> list[TopicReq
 
 
 def evaluate_spec(
-    policy: CompiledPolicy, spec: RequestSpec, cluster: InMemoryCluster
+    policy: CompiledPolicy,
+    spec: RequestSpec,
+    cluster: InMemoryCluster,
+    *,
+    now: datetime | None = None,
 ) -> list[Verdict]:
-    """Judge a described request as the proxy judges one wire request: as one batch."""
-    return judge(policy, build_requests(spec, cluster), ClusterFacts(cluster))
+    """Judge a described request as the proxy judges one wire request: as one batch, at the
+    instant `now`."""
+    return judge(policy, build_requests(spec, cluster), ClusterFacts(cluster), now=now)
 
 
 def build_resource_requests(spec: RequestSpec) -> list[BrokerConfigRequest]:

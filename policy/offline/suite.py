@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
 from kafka_policy_proxy.policy.engine import CompiledPolicy
@@ -36,13 +37,15 @@ class CaseResult:
         return not self.failures
 
 
-def run_suite(policy: CompiledPolicy, suite: Suite) -> list[CaseResult]:
-    """Run every case of a suite against a policy."""
+def run_suite(
+    policy: CompiledPolicy, suite: Suite, now: datetime | None = None
+) -> list[CaseResult]:
+    """Run every case of a suite against a policy, each at its own `now` or else this one."""
     results = []
     for case in suite.cases:
         started = time.perf_counter()
         cluster = (case.cluster or suite.cluster).build()
-        verdicts = evaluate_spec(policy, case.request, cluster)
+        verdicts = evaluate_spec(policy, case.request, cluster, now=case.now or now)
         decisions = [v.decision for v in verdicts if v.decision is not None]
         resources = evaluate_resources(policy, case.request, cluster)
         judged: dict[str, Decision | BrokerConfigDecision] = {d.topic: d for d in decisions}
@@ -85,4 +88,8 @@ def _compare(
         expected.message_contains in v.message for v in decision.violations
     ):
         failures.append(f"{key}: no message contains {expected.message_contains!r}")
+    if expected.waived is not None:
+        waived = [w.rule for w in decision.waived] if isinstance(decision, Decision) else []
+        if expected.waived != waived:
+            failures.append(f"{key}: expected waived {expected.waived}, got {waived}")
     return failures

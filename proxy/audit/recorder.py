@@ -37,7 +37,7 @@ from kafka_policy_proxy.policy.model import Mode, Violation
 from kafka_policy_proxy.proxy.audit.budget import ANONYMOUS, AuditBudget
 from kafka_policy_proxy.proxy.audit.sink import AuditDeliveryError, AuditSink
 from kafka_policy_proxy.proxy.filters.api import RequestContext
-from kafka_policy_proxy.proxy.metrics import DECISIONS
+from kafka_policy_proxy.proxy.metrics import DECISIONS, count_waivers
 
 log = structlog.get_logger("proxy.enforcement")
 
@@ -147,6 +147,16 @@ class DecisionRecorder:
                     action=request.action.value,
                     reasons=[v.message for v in decision.violations],
                 )
+            if decision.waived:
+                count_waivers(w.exception for w in decision.waived)
+                log.info(
+                    "policy exception waived",
+                    conn=ctx.connection_id,
+                    principal=request.principal.name,
+                    topic=decision.topic,
+                    action=request.action.value,
+                    waived=[w.to_dict() for w in decision.waived],
+                )
             if decision.overrides:
                 log.info(
                     "policy override",
@@ -175,6 +185,7 @@ class DecisionRecorder:
             assert decision is not None
             decisions.append(decision)
             overridden += bool(decision.overrides)
+            count_waivers(w.exception for w in decision.waived)
             _count(ctx, verdict.request.action.value, outcome(decision), decision.violations)
         first = decided[0].original or decided[0].request
         summary = summarise(decisions, self._sample_size)

@@ -11,14 +11,19 @@ a read. Ids still unknown after the first read are read again (a topic created a
 only when there are at most RETRY_MAX_IDS of them. So one request makes the proxy ask the
 cluster for at most (1 + len(RESOLVE_RETRY_S)) times its own ids, and never more than `max_ids`
 + len(RESOLVE_RETRY_S) * RETRY_MAX_IDS ids in all.
+
+Time: a topic judgement is made at the wall clock's instant when it starts (`clock`, read
+once per batch, before its facts are read): the policy's exceptions waive while that instant
+is before their expiry, so one stops waiving at its expiry with no reload.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision, BrokerConfigRequest
@@ -60,8 +65,10 @@ class LiveFacts:
         *,
         max_ids: int = MAX_IDS,
         executor: Executor | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._reader = reader
+        self._clock = clock
         self._resolve_retry_s = tuple(resolve_retry_s)
         self._max_ids = max_ids
         self._executor = executor
@@ -118,7 +125,7 @@ class LiveFacts:
         A few topic ids the first read did not find are read again a few times over a short
         while; an id still unknown, or not read (see the module's docstring), stays undecided.
         """
-        judgement = Judgement(policy, requests)
+        judgement = Judgement(policy, requests, now=self._clock())
         since = self._reader.mark()
         fresh = fresh_facts(requests, judgement.query)
         query = judgement.query

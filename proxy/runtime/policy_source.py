@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -17,6 +18,7 @@ from kafka_policy_proxy.proxy.metrics import (
     POLICY_RELOAD_SUCCESS_TIME,
     POLICY_RELOAD_SUCCESSFUL,
     POLICY_RELOADS,
+    policy_exceptions,
     policy_revision,
 )
 
@@ -54,7 +56,10 @@ class PolicySource:
         """Load the file now; raises PolicyError or OSError (used at start, to refuse to run)."""
         stamp = self._file_stamp()
         text = self.path.read_text()
-        policy = load_policy(text, str(self.path), base_dir=self.path.parent)
+        # exception_policy.max_days counts from now: time passing never refuses a file that
+        # was accepted (an expiry only comes nearer), and an expired exception loads: it
+        # waives nothing, and a restart must not break enforcement for it.
+        policy = load_policy(text, str(self.path), base_dir=self.path.parent, now=datetime.now(UTC))
         self._keep_last_good(text)
         return self._install(policy, stamp)
 
@@ -108,7 +113,21 @@ class PolicySource:
             rules=len(policy.rule_names),
             revision=policy.revision,
         )
+        expired = policy.exceptions.expired(datetime.now(UTC))
+        if expired:
+            log.warning(
+                "policy exceptions already expired; they waive nothing",
+                file=str(self.path),
+                exceptions=[e.name for e in expired],
+            )
+        self.refresh_metrics()
         return policy
+
+    def refresh_metrics(self) -> None:
+        """Set the exception gauges (in force, seconds to expiry) for the policy in force."""
+        if self._policy is not None:
+            items = self._policy.exceptions.items
+            policy_exceptions(((e.name, e.expires) for e in items), datetime.now(UTC))
 
     def reload(self) -> bool:
         """Reload the file; on any error, log it and keep the policy in force.
@@ -136,6 +155,7 @@ class PolicySource:
         """Reload whenever the file's inode, modification time or size changes."""
         while True:
             await asyncio.sleep(interval)
+            self.refresh_metrics()  # seconds to expiry, and which exceptions are in force
             with contextlib.suppress(OSError):
                 if self._file_stamp() != self._stamp:
                     self.reload()

@@ -47,6 +47,39 @@ EXTRA_BUDGETS: list[dict[str, Any]] = [
     },
     {"name": "sandbox-bytes", "topic_prefix": "sandbox.", "max_retention_bytes": "4GiB"},
 ]
+# Judged at entry_points.AGREEMENT_NOW (2026-11-22T04:47:01.123456Z): one exception in force
+# until a microsecond after it, one that expired at that very instant (so waives nothing).
+EXTRA_EXCEPTIONS: list[dict[str, Any]] = [
+    {
+        "name": "alice-payments-migration",
+        "match": {"principals": ["User:alice"], "topic_prefix": "payments"},
+        "waive": ["no-compaction-for-alice", "segment-size"],
+        "reason": "the ledger moves to compacted topics",
+        "ticket": "PAY-7",
+        "expires": "2026-12-01T00:00:00Z",
+    },
+    {
+        "name": "bob-replication",
+        "match": {"principals": ["User:bob"], "actions": ["create", "alter"]},
+        "waive": [
+            "replication",
+            "topic-limit",
+            "durability",
+            "topic-naming",
+            "partition-count",
+            "per-user-partitions",
+        ],
+        "reason": "a test cluster of one broker",
+        "expires": "2026-11-22T04:47:01.123457Z",
+    },
+    {
+        "name": "expired-for-everyone",
+        "match": {},
+        "waive": ["replication", "segment-size", "protected-topics"],
+        "reason": "expired at the instant every entry point judges",
+        "expires": "2026-11-22T04:47:01.123456Z",
+    },
+]
 DEFAULTS = {
     "num.partitions": "3",
     "default.replication.factor": "3",
@@ -121,10 +154,12 @@ CONFIGS = {
 
 def corpus_policy() -> CompiledPolicy:
     """The example policy plus rules selecting by client id and principal, a topic limit, and
-    budgets per principal and of retention."""
+    budgets per principal and of retention, and exceptions in force and expired at the
+    agreement's instant."""
     document = yaml.safe_load(EXAMPLE_POLICY.read_text())
     document["rules"] += EXTRA_RULES
     document["budgets"] += EXTRA_BUDGETS
+    document["exceptions"] = [*document.get("exceptions", []), *EXTRA_EXCEPTIONS]
     return load_policy(document, "agreement-policy")
 
 

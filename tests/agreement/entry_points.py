@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -28,6 +29,9 @@ from kafka_policy_proxy.policy.offline.scenario import build_requests, evaluate_
 from kafka_policy_proxy.policy.offline.snapshot_format import TopicLine
 
 Key = int | str
+# Every entry point judges at this instant; replay reads it from the records' `time`.
+AGREEMENT_TIME = "2026-11-22T04:47:01.123456Z"
+AGREEMENT_NOW = datetime(2026, 11, 22, 4, 47, 1, 123456, tzinfo=UTC)
 Result = tuple[str | None, str | None, tuple[str, ...]]
 Outcomes = dict[Key, Result]
 
@@ -39,6 +43,7 @@ class Setting:
     policy: CompiledPolicy
     cluster: InMemoryCluster
     corpus: Sequence[RequestSpec]
+    now: datetime = AGREEMENT_NOW
 
     @cached_property
     def verdicts(self) -> dict[int, Verdict | None]:
@@ -75,7 +80,7 @@ def reference_verdicts(setting: Setting) -> dict[int, Verdict | None]:
             ]
         else:
             requests = build_requests(spec, cluster)
-        verdicts[index] = _single(judge(policy, requests, source))
+        verdicts[index] = _single(judge(policy, requests, source, now=setting.now))
     return verdicts
 
 
@@ -96,7 +101,7 @@ def reference(setting: Setting) -> Outcomes:
             configs=_overrides(topic, cluster).items(),
             principal=Principal(),
         )
-        (verdict,) = judge(setting.policy, [request], ClusterFacts(others))
+        (verdict,) = judge(setting.policy, [request], ClusterFacts(others), now=setting.now)
         results[f"existing:{topic.name}"] = result(verdict)
     return results
 
@@ -105,7 +110,7 @@ def policy_eval(setting: Setting) -> Outcomes:
     """`policy eval` / `policy test`: the scenario path."""
     results: Outcomes = {}
     for index, spec in enumerate(setting.corpus):
-        verdict = _single(evaluate_spec(setting.policy, spec, setting.cluster))
+        verdict = _single(evaluate_spec(setting.policy, spec, setting.cluster, now=setting.now))
         if verdict is not None:
             results[index] = result(verdict)
     return results
@@ -121,7 +126,7 @@ def _records(setting: Setting) -> dict[int, dict[str, Any]]:  # the same for bot
             verdict.request,
             verdict.decision,
             Stamp(
-                time="2026-11-22T04:47:01.123456Z",
+                time=AGREEMENT_TIME,
                 decision_id=f"{index:032x}",
                 policy_revision=setting.policy.revision,
                 cluster_id="agreement",
@@ -142,7 +147,7 @@ def _replay(setting: Setting, snapshot: InMemoryCluster | None) -> Outcomes:
     results: Outcomes = {}
     for index, record in _records(setting).items():
         text = json.dumps(record["request"], separators=(",", ":"))
-        decision, rules, *_ = replayer.replay(text)
+        decision, rules, *_ = replayer.replay(text, datetime.fromisoformat(record["time"]))
         results[index] = (record["topic"], decision, tuple(rules))
     return results
 
@@ -159,30 +164,31 @@ def replay_without_snapshot(setting: Setting) -> Outcomes:
 
 def scan(setting: Setting) -> Outcomes:
     """The compliance scan: existing topics, and each create as if its topic now existed."""
-    policy, cluster = setting.policy, setting.cluster
+    cluster = setting.cluster
     results: Outcomes = {}
     for topic in _scanned(cluster):
         sources = dict.fromkeys(_overrides(topic, cluster), SET_ON_TOPIC)
-        results[f"existing:{topic.name}"] = _scan_row(policy, cluster, topic, sources, Principal())
+        results[f"existing:{topic.name}"] = _scan_row(setting, cluster, topic, sources, Principal())
     for index, verdict in setting.verdicts.items():
         created = _created(verdict, cluster)
         if verdict is None or created is None:
             continue
         named = dict.fromkeys(verdict.request.requested.named, SET_ON_TOPIC)
         with_it = InMemoryCluster((*cluster.topics, created), cluster.brokers, cluster.defaults)
-        row = _scan_row(policy, with_it, created, named, verdict.request.principal)
+        row = _scan_row(setting, with_it, created, named, verdict.request.principal)
         results[index] = row
     return results
 
 
 def _scan_row(
-    policy: CompiledPolicy,
+    setting: Setting,
     cluster: InMemoryCluster,
     topic: TopicState,
     sources: dict[str, str],
     principal: Principal,
 ) -> Result:
-    row = scan_topic(policy, cluster, TopicLine("agreement", topic, sources), principal)
+    line = TopicLine("agreement", topic, sources)
+    row = scan_topic(setting.policy, cluster, line, principal, setting.now)
     decision = {"compliant": "allowed", "violating": "denied", "audit-only": "audit-would-deny"}
     return row[1], decision[row[4]], tuple(v["rule"] for v in row[6])
 

@@ -101,7 +101,7 @@ async def _run(setting: Setting) -> Outcomes:
     chain = proxy_chain(
         listeners=NoListeners(),
         policy=lambda: setting.policy,
-        facts=live_facts(FakeReader(served)),
+        facts=live_facts(FakeReader(served), clock=lambda: setting.now),
         recorder=DecisionRecorder([sink], proxy_id="proxy-1", cluster_id=lambda: "agreement"),
         legacy_error_code=44,
     )

@@ -50,6 +50,16 @@ def test_the_corpus_exercises_what_copies_used_to_disagree_on(
         assert rules[rule] > 10, (rule, rules)
 
 
+def test_the_corpus_exercises_exceptions_in_force_and_expired() -> None:
+    setting = Setting(corpus_policy(), corpus_cluster(), generate(CORPUS))
+    decisions = [v.decision for v in setting.verdicts.values() if v and v.decision]
+    waivers = Counter(w.exception for d in decisions for w in d.waived)
+    assert waivers["alice-payments-migration"] > 10, waivers
+    assert waivers["bob-replication"] > 10, waivers  # in force until a microsecond later
+    assert "expired-for-everyone" not in waivers  # expired at that very instant
+    assert sum(d.allowed for d in decisions if d.waived) > 10
+
+
 @pytest.mark.parametrize("entry_point", ["proxy", "policy eval", "replay", "scan"])
 def test_every_entry_point_agrees_with_the_judge(
     outcomes: dict[str, Outcomes], entry_point: str

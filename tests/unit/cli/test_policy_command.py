@@ -20,9 +20,14 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_check_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "check", str(EXAMPLES / "policy.yaml"))
+    # At a fixed instant: the example's exception expires one day (see test_policy_exceptions).
+    code, out, _ = run(
+        capsys, "check", str(EXAMPLES / "policy.yaml"), "--now", "2026-11-29T00:00:00Z"
+    )
     assert code == 0
-    assert "OK (15 rules, 0 plugins, 0 admin_apis rules, 2 broker_configs rules)" in out
+    assert (
+        "OK (15 rules, 0 plugins, 0 admin_apis rules, 2 broker_configs rules, 1 exceptions)" in out
+    )
 
 
 def test_check_refuses_a_bad_file_with_exit_2(

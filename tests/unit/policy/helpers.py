@@ -6,6 +6,7 @@ from typing import Any
 
 from kafka_policy_proxy.policy.builders import BROKER_ONLY_DEFAULTS
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
+from kafka_policy_proxy.policy.decision_log import json_schema
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.policy.model import ConfigMap, Principal, TopicState
@@ -45,3 +46,13 @@ def topic(name: str, partitions: int = 6, rf: int = 3, **configs: str) -> TopicS
 def cluster(*topics: TopicState, brokers: int = 3) -> InMemoryCluster:
     """An in-memory cluster with the standard defaults."""
     return InMemoryCluster.of(topics, brokers, DEFAULTS)
+
+
+# The record fields written only where they apply, in the schema's order: overrides changed
+# the request; budgets judged it; exceptions waived; a summary record.
+OPTIONAL = ("overrides", "rewritten", "budgets", "waived", "summary")
+
+
+def always() -> list[str]:
+    """The fields every topic decision record has, in the schema's order."""
+    return [p for p in json_schema()["properties"] if p not in OPTIONAL]

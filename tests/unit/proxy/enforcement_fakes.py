@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,13 @@ class FakeReader:
         self.applied.extend(changes)
 
 
-def live_facts(reader: FakeReader, resolve_retry_s: Sequence[float] = (0.0,)) -> LiveFacts:
+def live_facts(
+    reader: FakeReader,
+    resolve_retry_s: Sequence[float] = (0.0,),
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> LiveFacts:
     """LiveFacts over the fake reader; an unknown id is re-read once, without a pause."""
-    return LiveFacts(reader, resolve_retry_s)  # type: ignore[arg-type]
+    return LiveFacts(reader, resolve_retry_s, clock=clock)  # type: ignore[arg-type]
 
 
 class Records:

@@ -143,3 +143,29 @@ def test_admin_api_and_broker_config_events_are_good_events_without_a_topic(
         assert [row[name] for name in RESOURCE_FIELDS] == ["api", event["api"]]
         assert row["decision"] == event["decision"]
     assert [rows[e["decision_id"]]["decision"] for e in admin] == ["denied", "allowed"]
+
+
+def test_a_waived_decision_keeps_its_waivers_in_the_lake_schema(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (event,) = generate_events(EXAMPLE, example_cluster(), 1)
+    waiver = {
+        "rule": "partition-count",
+        "exception": "clickstream-backfill",
+        "ticket": None,
+        "expires": "2030-12-31T23:59:59.000000Z",  # as the proxy writes it
+        "message": "[partition-count] topic 'clicks.raw' asks for 96 partitions",
+    }
+    write_events(tmp_path / "audit.jsonl", [{**event, "waived": [waiver]}, event])
+    audit = read_audit(spark, [str(tmp_path)])
+    assert audit.quarantine.count() == 0, audit.quarantine.collect()
+    rows = audit.events.select("waived").collect()
+    waived = [r["waived"] for r in rows]
+    assert None in waived  # absent in the record without waivers
+    ((row,),) = [w for w in waived if w is not None]
+    assert (row["rule"], row["exception"], row["ticket"]) == (
+        "partition-count",
+        "clickstream-backfill",
+        None,
+    )
+    assert row["expires"].year == 2030
