@@ -48,8 +48,14 @@ class _Clock:
 
 
 _clock = _Clock()
+
+
+def _reset_in_child() -> None:
+    _clock.reset()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_clock.reset)
+    os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def new_decision_id() -> str:

@@ -12,8 +12,8 @@ from structlog.testing import capture_logs
 
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
 from kafka_policy_proxy.policy.builders import create_request
-from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge
 from kafka_policy_proxy.policy.decision_ids import is_time_ordered, parse_decision_id
+from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge
 from kafka_policy_proxy.policy.model import Principal, Violation
 from kafka_policy_proxy.proxy.audit.budget import AuditBudget
 from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
@@ -140,9 +140,11 @@ async def test_a_request_over_the_threshold_writes_one_summary_record_and_one_lo
     with capture_logs() as logs:
         each = bounded.record(ctx, "rev", _verdicts(100))
     assert len(sink.records) == 100 and len(logs) == 100  # up to the threshold: one per topic
-    assert list(each.ids) == [r["decision_id"] for r in sink.records] == [
-        line["decision_id"] for line in logs
-    ]
+    assert (
+        list(each.ids)
+        == [r["decision_id"] for r in sink.records]
+        == [line["decision_id"] for line in logs]
+    )
     assert list(each.ids) == sorted(set(each.ids))  # distinct, and in the order minted
     sink.records.clear()
     with capture_logs() as logs:

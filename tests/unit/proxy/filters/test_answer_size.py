@@ -62,8 +62,9 @@ async def test_two_thousand_ids_get_an_answer_in_proportion_to_the_request(
     assert all("[cluster-state]" in r.error_message for r in response.responses)
     # One summary record for the request: every entry quotes its id, after the cut reason.
     assert len({r.error_message[-48:] for r in response.responses}) == 1
-    assert response.responses[0].error_message.endswith(")") and "(decision " in (
-        response.responses[0].error_message[-48:]
+    assert (
+        response.responses[0].error_message.endswith(")")
+        and "(decision " in (response.responses[0].error_message[-48:])
     )
     # The request is 36 KB; the reason alone listed 88 KB, once per id before (176 MB).
     assert len(encode(request)) < 40_000
