@@ -31,7 +31,7 @@ one summary record has one id, which every topic's message quotes: that id
 finds the summary record.
 
 ID is a decision id as the message shows it (a UUIDv7, e.g.
-01938f4e-5b7a-7c3d-9e2f-1a2b3c4d5e6f); the 32 hex digits of the ids of older
+01a20194-3a03-779b-923b-43ebbcbe7997); the 32 hex digits of the ids of older
 records are accepted too (the lake is then searched on every date).
 
 Exit codes: 0 found (the record on stdout, where it was on stderr); 1 not
