@@ -18,7 +18,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -56,8 +56,8 @@ class Recorded:
     """The ids given to a call's decisions, in order (None for a verdict left undecided,
     which has no record), and the deliveries still to come of the records written."""
 
-    ids: tuple[str | None, ...] = ()
-    written: Written = field(default_factory=list)
+    ids: tuple[str | None, ...]
+    written: Written
 
 
 class DecisionRecorder:

@@ -59,6 +59,8 @@ from kafka_policy_proxy.proxy.filters.topic_requests import (
 log = structlog.get_logger("proxy.enforcement")
 
 DELETE_TOPICS = 20
+# Decision ids an audit-failure refusal's log line names (a summary has one for all its topics).
+LOGGED_IDS = 100
 # A name and an id in one entry could name two topics, and only one would be judged.
 NAME_AND_ID = Denial("You may not specify both topic name and topic id.", ErrorCode.invalid_request)
 
@@ -141,7 +143,14 @@ class TopicPolicyFilter(Filter):
         unaudited = None if validate_only else await self._recorder.confirmed(written)
         if unaudited is not None:
             # audit.on_failure: closed: nothing changes that the audit topic has not recorded.
-            log.warning("mutation refused: audit log unavailable", conn=ctx.connection_id)
+            # The ids the refusals quote, bounded: the records may be nowhere else.
+            quoted = list(dict.fromkeys(ids.values()))
+            log.warning(
+                "mutation refused: audit log unavailable",
+                conn=ctx.connection_id,
+                decision_ids=quoted[:LOGGED_IDS],
+                decisions=len(quoted),
+            )
             for index in [item.index for item in items] + [r.index for r in resources]:
                 decision_id = ids.get(index)
                 refusal = unaudited if decision_id is None else cite(unaudited, decision_id)

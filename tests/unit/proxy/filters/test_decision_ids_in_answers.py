@@ -176,9 +176,13 @@ async def test_an_audit_closed_refusal_quotes_each_entrys_id() -> None:
     recorder = DecisionRecorder([sink], proxy_id="p", cluster_id=lambda: None, closed=True)
     policy_filter = TopicPolicyFilter(lambda: POLICY, live_facts(FakeReader()), recorder, -1)
     request = create_topics(("ok.a", 3), ("ok.b", 3))
-    verdict = await policy_filter.on_request(context(19, 7, request))
+    with capture_logs() as logs:
+        verdict = await policy_filter.on_request(context(19, 7, request))
     assert isinstance(verdict, Answer)
     ids = {r["topic"]: r["decision_id"] for r in sink.records}
+    # The records never reached the audit topic: the log line names the ids quoted.
+    [line] = [e for e in logs if e["event"] == "mutation refused: audit log unavailable"]
+    assert line["decision_ids"] == [ids["ok.a"], ids["ok.b"]]
     answered = _messages(decode_exact(response_class(19, 7), verdict.body))
     assert [n for n, _ in answered] == ["ok.a", "ok.b"]
     for name, message in answered:
