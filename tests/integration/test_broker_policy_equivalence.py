@@ -332,7 +332,19 @@ def test_clients_see_what_the_broker_policy_would_have_sent(
     proxy_results, _ = java_proxy_run
     assert proxy_results.keys() == broker_results.keys()
     for key, expected in broker_results.items():
-        assert proxy_results[key] == expected, key
+        # The same words; the proxy's denial then names its decision, which the broker has not.
+        assert _uncited(proxy_results[key]) == expected, key
+
+
+Outcome = tuple[str, bool, str | None, str | None]
+
+
+def _uncited(outcomes: list[Outcome]) -> list[Outcome]:
+    """The outcomes with each policy denial's message read without its decision id."""
+    return [
+        (topic, ok, error, reason(message) if error == "POLICY_VIOLATION" else message)
+        for topic, ok, error, message in outcomes
+    ]
 
 
 def test_the_cluster_ends_in_the_same_state(
