@@ -14,6 +14,7 @@ BENCHES = [
     "throughput",
     "connections",
     "snapshot_bench",
+    "decision_id_bench",
 ]
 
 

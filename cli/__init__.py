@@ -1,4 +1,5 @@
-"""The kafka-policy-proxy command: the proxy, the policy tools, the snapshot and the Spark jobs.
+"""The kafka-policy-proxy command: the proxy, the policy tools, the snapshot, the Spark jobs and
+the audit lookup.
 
 This package is the only command line: every subcommand and all argparse code live here, above
 the layers, so that none of them knows of argv. Each subcommand is one module with its own
@@ -12,6 +13,7 @@ import sys
 
 from kafka_policy_proxy import __version__
 from kafka_policy_proxy.cli import (
+    audit_command,
     config_command,
     pipeline_command,
     policy_command,
@@ -42,4 +44,5 @@ def build_parser() -> argparse.ArgumentParser:
     policy_command.add_parser(commands)
     snapshot_command.add_parser(commands)
     pipeline_command.add_parser(commands)
+    audit_command.add_parser(commands)
     return parser

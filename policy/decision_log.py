@@ -9,7 +9,6 @@ pipeline derives its Spark schema from `json_schema()`; nothing else types these
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -110,11 +109,6 @@ def outcome(decision: Decision | AdminDecision | BrokerConfigDecision) -> Outcom
     if not decision.allowed:
         return Outcome.UNKNOWN_TOPIC if is_unknown_topic(decision) else Outcome.DENIED
     return Outcome.AUDIT_WOULD_DENY if decision.violations else Outcome.ALLOWED
-
-
-def new_decision_id() -> str:
-    """A fresh, unique decision id."""
-    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,7 +420,11 @@ class DecisionRecord(_Strict):
     schema_: Literal[1, 2, 3] = Field(alias="schema", description="this record's schema version")
     event: Literal["decision"]
     # Absent in v1 records (None here), always there in v2: strings, cluster_id may be null.
-    decision_id: _TraceText = Field(None, description="unique per decision (v2; absent in v1)")
+    decision_id: _TraceText = Field(
+        None,
+        description="unique per decision, a UUIDv7 in canonical text that sorts by time "
+        "(v2; absent in v1; older v2 records have 32 hex digits)",
+    )
     policy_revision: _TraceText = Field(
         None, description="content hash of the policy in force, `sha256:...` (v2; absent in v1)"
     )

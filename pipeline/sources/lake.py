@@ -44,10 +44,8 @@ from kafka_policy_proxy.pipeline.sources.hadoop_files import (
     write_text,
 )
 from kafka_policy_proxy.pipeline.sources.ingest_files import Take, plan_ingest
+from kafka_policy_proxy.pipeline.sources.lake_layout import EVENTS, MANIFEST, QUARANTINE
 
-EVENTS = "events"
-QUARANTINE = "quarantine"
-MANIFEST = "_manifest"
 _TASK_BYTES = 32 * 2**20
 
 

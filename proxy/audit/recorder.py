@@ -4,6 +4,11 @@ A request judged for more topics than `max_records_per_request` is recorded as o
 record instead (`policy.decision_summary`), and logged as one line: one request writes a
 bounded audit and log whatever its size. The bytes written are charged to the principal's
 audit budget (`proxy.audit.budget`), which the admission filter checks.
+
+Every decision gets its id here, before its answer is built and whether or not a sink is
+enabled: the filters end each denial message with it (`policy.decision_ids.cite`), the log
+line of a decision that was not plainly allowed names it, and its record carries it. A
+summary record's one id stands for every topic it summarises.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -20,13 +26,13 @@ import structlog
 from kafka_policy_proxy.codec.errors import api_name
 from kafka_policy_proxy.policy.admin_apis import AdminDecision
 from kafka_policy_proxy.policy.broker_configs import BrokerConfigDecision
+from kafka_policy_proxy.policy.decision_ids import new_decision_id
 from kafka_policy_proxy.policy.decision_log import (
     Outcome,
     Stamp,
     admin_record,
     broker_config_record,
     decision_record,
-    new_decision_id,
     outcome,
     refusal_record,
     summary_record,
@@ -43,6 +49,15 @@ log = structlog.get_logger("proxy.enforcement")
 
 # The deliveries still to come of the records one call wrote (to the audit topic).
 Written = list[Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The ids given to a call's decisions, in order (None for a verdict left undecided,
+    which has no record), and the deliveries still to come of the records written."""
+
+    ids: tuple[str | None, ...]
+    written: Written
 
 
 class DecisionRecorder:
@@ -111,11 +126,11 @@ class DecisionRecorder:
             return f"the audit log cannot be written (audit.on_failure: closed): {exc}"
         return None
 
-    def _stamp(self, ctx: RequestContext, revision: str) -> Stamp:
-        """A fresh decision id and the trace fields, now."""
+    def _stamp(self, ctx: RequestContext, revision: str, decision_id: str) -> Stamp:
+        """The decision's id and the trace fields, now."""
         return Stamp(
             time=timestamp(),
-            decision_id=new_decision_id(),
+            decision_id=decision_id,
             policy_revision=revision,
             cluster_id=self._cluster_id(),
             proxy_id=self._proxy_id,
@@ -126,22 +141,31 @@ class DecisionRecorder:
             api_version=ctx.api_version,
         )
 
-    def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> Written:
-        """One record per decision made (an undecided topic has none), or one summary record
-        if there are more than `max_records_per_request`."""
+    def record(self, ctx: RequestContext, revision: str, verdicts: Sequence[Verdict]) -> Recorded:
+        """One id and record per decision made (an undecided topic has neither), or one id and
+        summary record for them all if there are more than `max_records_per_request`."""
         decided = [v for v in verdicts if v.decision is not None]
         if len(decided) > self._max_records:
-            return self._record_summary(ctx, revision, decided)
+            summarised = self._record_summary(ctx, revision, decided)
+            one = summarised.ids[0]
+            ids = tuple(None if v.decision is None else one for v in verdicts)
+            return Recorded(ids, summarised.written)
         written: Written = []
-        for verdict in decided:
+        minted: list[str | None] = []
+        for verdict in verdicts:
             decision, request = verdict.decision, verdict.request
-            assert decision is not None
+            if decision is None:
+                minted.append(None)
+                continue
+            decision_id = new_decision_id()
+            minted.append(decision_id)
             result = outcome(decision)
             _count(ctx, request.action.value, result, decision.violations)
             if result is not Outcome.ALLOWED:
                 log.info(
                     f"policy {result}",
                     conn=ctx.connection_id,
+                    decision_id=decision_id,
                     principal=request.principal.name,
                     topic=decision.topic,
                     action=request.action.value,
@@ -161,23 +185,25 @@ class DecisionRecorder:
                 log.info(
                     "policy override",
                     conn=ctx.connection_id,
+                    decision_id=decision_id,
                     principal=request.principal.name,
                     topic=decision.topic,
                     action=request.action.value,
                     overrides=[o.to_dict() for o in decision.overrides],
                 )
             if self._enabled:
-                stamp = self._stamp(ctx, revision)
+                stamp = self._stamp(ctx, revision, decision_id)
                 original = verdict.original
                 record = decision_record(original or request, decision, stamp, request)
                 self._write(record, written, ctx, request.principal.name)
-        return written
+        return Recorded(tuple(minted), written)
 
     def _record_summary(
         self, ctx: RequestContext, revision: str, decided: Sequence[Verdict]
-    ) -> Written:
+    ) -> Recorded:
         """Many decisions of one request: counted one by one, logged and recorded as one."""
         written: Written = []
+        decision_id = new_decision_id()
         decisions = []
         overridden = 0
         for verdict in decided:
@@ -193,6 +219,7 @@ class DecisionRecorder:
             log.info(
                 f"policy {summary.decision} (summarised)",
                 conn=ctx.connection_id,
+                decision_id=decision_id,
                 principal=first.principal.name,
                 action=first.action.value,
                 topics=len(decisions),
@@ -203,69 +230,79 @@ class DecisionRecorder:
         if self._enabled:
             record = summary_record(
                 first,
-                self._stamp(ctx, revision),
+                self._stamp(ctx, revision, decision_id),
                 decision=summary.decision,
                 mode=summary.mode,
                 violations=summary.violations,
                 summary=summary.fields,
             )
             self._write(record, written, ctx, first.principal.name)
-        return written
+        return Recorded((decision_id,), written)
 
-    def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> Written:
-        """One record for an admin API call; anything but allowed also goes to the log."""
+    def record_admin(self, ctx: RequestContext, revision: str, decision: AdminDecision) -> Recorded:
+        """One id and record for an admin API call; anything but allowed also goes to the log."""
         written: Written = []
+        decision_id = new_decision_id()
         result = outcome(decision)
         _count(ctx, "admin_api", result, decision.violations)
         if result is not Outcome.ALLOWED:
             log.info(
                 f"policy {result}",
                 conn=ctx.connection_id,
+                decision_id=decision_id,
                 principal=decision.request.principal.name,
                 api=decision.request.api,
                 action="admin_api",
                 reasons=[v.message for v in decision.violations],
             )
         if self._enabled:
-            record = admin_record(decision, self._stamp(ctx, revision))
+            record = admin_record(decision, self._stamp(ctx, revision, decision_id))
             self._write(record, written, ctx, decision.request.principal.name)
-        return written
+        return Recorded((decision_id,), written)
 
     def record_broker_configs(
         self, ctx: RequestContext, revision: str, decisions: Sequence[BrokerConfigDecision]
-    ) -> Written:
-        """One record per non-topic config resource; anything but allowed also goes to the log."""
+    ) -> Recorded:
+        """One id and record per non-topic config resource; anything but allowed also goes to
+        the log."""
         written: Written = []
+        minted: list[str | None] = []
         for decision in decisions:
             request = decision.request
+            decision_id = new_decision_id()
+            minted.append(decision_id)
             result = outcome(decision)
             _count(ctx, "alter_broker_config", result, decision.violations)
             if result is not Outcome.ALLOWED:
                 log.info(
                     f"policy {result}",
                     conn=ctx.connection_id,
+                    decision_id=decision_id,
                     principal=request.principal.name,
                     resource=f"{request.resource.value}:{request.name}",
                     action="alter_broker_config",
                     reasons=[v.message for v in decision.violations],
                 )
             if self._enabled:
-                record = broker_config_record(decision, self._stamp(ctx, revision))
+                record = broker_config_record(decision, self._stamp(ctx, revision, decision_id))
                 self._write(record, written, ctx, request.principal.name)
-        return written
+        return Recorded(tuple(minted), written)
 
-    def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> None:
-        """One denied record for a request refused before SASL authentication completed."""
+    def record_refusal(self, ctx: RequestContext, revision: str, sasl_state: str) -> str:
+        """One denied record for a request refused before SASL authentication completed;
+        returns its id."""
+        decision_id = new_decision_id()
         _count(ctx, "before_authentication", Outcome.DENIED, ())
         if self._enabled:
             record = refusal_record(
-                self._stamp(ctx, revision),
+                self._stamp(ctx, revision, decision_id),
                 client_id=ctx.client_id or "",
                 listener=ctx.listener,
                 sasl_state=sasl_state,
             )
             # A refusal changes nothing: never waited for. No principal was established.
             self._write(record, [], ctx, ANONYMOUS)
+        return decision_id
 
 
 def _count(

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from kafka_policy_proxy.codec.admin_denials import denial_response
 from kafka_policy_proxy.codec.api_classes import API_CLASSES, CLUSTER_MUTATIONS
 from kafka_policy_proxy.policy.admin_apis import AdminRequest
+from kafka_policy_proxy.policy.decision_ids import cite
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import judge_admin
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder, Written
@@ -44,16 +45,20 @@ class AdminApiFilter(Filter):
             return Forward()  # no policy file: the proxy enforces nothing, and says so at start
         request = AdminRequest(API_CLASSES[ctx.api_key].name, policy_principal(ctx))
         decision = judge_admin(policy, request)
-        written = self._recorder.record_admin(ctx, policy.revision, decision)
+        recorded = self._recorder.record_admin(ctx, policy.revision, decision)
+        decision_id = recorded.ids[0]
+        assert decision_id is not None
         if not decision.allowed:
-            return _refuse(ctx, decision.message)
-        if written and self._recorder.waits_for_audit:
-            return self._once_audited(ctx, written)
+            return _refuse(ctx, cite(decision.message, decision_id))
+        if recorded.written and self._recorder.waits_for_audit:
+            return self._once_audited(ctx, recorded.written, decision_id)
         return Forward()
 
-    async def _once_audited(self, ctx: RequestContext, written: Written) -> Verdict:
+    async def _once_audited(
+        self, ctx: RequestContext, written: Written, decision_id: str
+    ) -> Verdict:
         unaudited = await self._recorder.confirmed(written)
-        return Forward() if unaudited is None else _refuse(ctx, unaudited)
+        return Forward() if unaudited is None else _refuse(ctx, cite(unaudited, decision_id))
 
 
 def _refuse(ctx: RequestContext, message: str) -> Verdict:

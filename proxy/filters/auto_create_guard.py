@@ -109,10 +109,11 @@ class AutoCreateGuardFilter(Filter):
                 policy, [create_request(name, principal=principal) for name in missing]
             )
         ]
-        written = self._recorder.record(ctx, policy.revision, verdicts)
+        # Metadata has no message to quote the ids in: the log lines and records carry them.
+        recorded = self._recorder.record(ctx, policy.revision, verdicts)
         if not all(v.decision is None or v.decision.allowed for v in verdicts):
             return _without_auto_create(ctx, request)
-        if await self._recorder.confirmed(written) is not None:
+        if await self._recorder.confirmed(recorded.written) is not None:
             return _without_auto_create(ctx, request)  # audit.on_failure: closed
         return Forward(forgetting(self._facts, missing))
 

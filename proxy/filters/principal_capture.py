@@ -101,18 +101,20 @@ class PrincipalCaptureFilter(Filter):
             return Forward()
         state = "never started" if tracker is None else tracker.state
         api = api_name(ctx.api_key)
+        # The audit log shows the refusal too; without a policy file there is no revision.
+        policy = self._policy()
+        revision = "" if policy is None else policy.revision
+        decision_id = self._recorder.record_refusal(ctx, revision, state)
         log.warning(
             "request refused: " + NOT_AUTHENTICATED,
             conn=ctx.connection_id,
+            decision_id=decision_id,
             client=ctx.client_address,
             listener=ctx.listener,
             api=api,
             api_key=ctx.api_key,
             sasl_state=state,
         )
-        # The audit log shows the refusal too; without a policy file there is no revision.
-        policy = self._policy()
-        self._recorder.record_refusal(ctx, "" if policy is None else policy.revision, state)
         return Close(NOT_AUTHENTICATED, f"{api} while the SASL exchange is {state}")
 
     def _verdict(

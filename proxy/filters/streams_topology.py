@@ -28,6 +28,7 @@ from kafka_policy_proxy.codec.streams_heartbeat import (
     partitions_bound,
 )
 from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.decision_ids import cite
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import FactQuery, overrides_refused
 from kafka_policy_proxy.policy.judge import Verdict as TopicVerdict
@@ -119,14 +120,19 @@ class StreamsTopologyFilter(Filter):
             overrides_refused(v, STREAMS_TOPOLOGY, CREATE_FIRST)
             for v in await self._facts.judge(policy, requests)
         ]
-        written = self._recorder.record(ctx, policy.revision, verdicts)
-        denied = [v for v in verdicts if v.decision is not None and not v.decision.allowed]
+        recorded = self._recorder.record(ctx, policy.revision, verdicts)
+        denied = [
+            (v, decision_id)
+            for v, decision_id in zip(verdicts, recorded.ids, strict=True)
+            if v.decision is not None and not v.decision.allowed
+        ]
         if denied:
             return Answer(denial(_message(denied)))
-        unaudited = await self._recorder.confirmed(written)
+        unaudited = await self._recorder.confirmed(recorded.written)
         if unaudited is not None:
             log.warning("streams topology refused: audit log unavailable", conn=ctx.connection_id)
-            return _retry(unaudited)
+            first = next((i for i in recorded.ids if i is not None), None)
+            return _retry(unaudited if first is None else cite(unaudited, first))
         return Forward(forgetting(self._facts, [t.name for t in missing]))
 
 
@@ -139,9 +145,15 @@ def _retry(message: str) -> Answer:
     return Answer(denial(message, ErrorCode.coordinator_not_available))
 
 
-def _message(denied: Sequence[TopicVerdict]) -> str:
-    """The first few denials' reasons, then how many more."""
-    reasons = [v.decision.message for v in denied[:NAMED_IN_MESSAGE] if v.decision is not None]
-    more = len(denied) - NAMED_IN_MESSAGE
+def _message(denied: Sequence[tuple[TopicVerdict, str | None]]) -> str:
+    """The first few denials' reasons, each ending with its decision id; then how many more
+    (their records have theirs)."""
+    named = denied[:NAMED_IN_MESSAGE]
+    reasons = [
+        v.decision.message if i is None else cite(v.decision.message, i)
+        for v, i in named
+        if v.decision is not None
+    ]
     text = "the topology's internal topics are denied by the policy: " + "; ".join(reasons)
+    more = len(denied) - NAMED_IN_MESSAGE
     return text + (f"; and {more} more" if more > 0 else "")

@@ -35,6 +35,7 @@ from kafka_policy_proxy.codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESO
 from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from kafka_policy_proxy.policy.budgets import keys_of, requested_state
+from kafka_policy_proxy.policy.decision_ids import cite
 from kafka_policy_proxy.policy.decision_log import is_unknown_topic
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import Judgement
@@ -63,6 +64,8 @@ from kafka_policy_proxy.proxy.metrics import BUDGET_USAGE
 log = structlog.get_logger("proxy.enforcement")
 
 DELETE_TOPICS = 20
+# Decision ids an audit-failure refusal's log line names (a summary has one for all its topics).
+LOGGED_IDS = 100
 # A name and an id in one entry could name two topics, and only one would be judged.
 NAME_AND_ID = Denial("You may not specify both topic name and topic id.", ErrorCode.invalid_request)
 
@@ -105,9 +108,13 @@ class TopicPolicyFilter(Filter):
         principal = policy_principal(ctx)
         denied: dict[int, str | Denial] = {i.index: NAME_AND_ID for i in items if _name_and_id(i)}
         written: Written = []
+        # index -> the id of its decision, which every message the client sees about it ends with
+        ids: dict[int, str] = {}
         if resources:
             denied.update(
-                await self._judge_resources(ctx, policy, resources, validate_only, written)
+                await self._judge_resources(
+                    ctx, policy, resources, validate_only, written=written, ids=ids
+                )
             )
         judged = [item for item in items if item.index not in denied]
         requests = [topic_request(item, principal, validate_only) for item in judged]
@@ -134,6 +141,7 @@ class TopicPolicyFilter(Filter):
                 verdicts=verdicts,
                 denied=denied,
                 written=written,
+                ids=ids,
                 turn=turn,
             )
         except BaseException:
@@ -154,16 +162,20 @@ class TopicPolicyFilter(Filter):
         verdicts: Sequence[JudgedTopic],
         denied: dict[int, str | Denial],
         written: Written,
+        ids: dict[int, str],
         turn: Turn | None,
     ) -> Verdict:
         """Answer the denied topics and forward the rest (the turn, if any, goes with them)."""
         offset = ctx.body_offset()
         validate_only = bool(getattr(request, "validate_only", False))
-        written += self._recorder.record(ctx, policy.revision, verdicts)
+        recorded = self._recorder.record(ctx, policy.revision, verdicts)
+        written += recorded.written
         _gauge(policy, verdicts)
         rewrites: dict[int, Rewrite] = {}
         unknown_ids = 0
-        for item, verdict in zip(judged, verdicts, strict=True):
+        for item, verdict, decision_id in zip(judged, verdicts, recorded.ids, strict=True):
+            if decision_id is not None:
+                ids[item.index] = decision_id
             if verdict.decision is not None and verdict.decision.overrides:
                 rewrites[item.index] = _rewrite(verdict.decision.overrides)
             if verdict.decision is None:
@@ -179,18 +191,26 @@ class TopicPolicyFilter(Filter):
                     if is_unknown_topic(verdict.decision)
                     else None
                 )
-                denied[item.index] = Denial(verdict.decision.message, code, name=name)
+                message = cite(verdict.decision.message, ids[item.index])
+                denied[item.index] = Denial(message, code, name=name)
         if unknown_ids:
             # One line per request: a request of many made-up ids must not flood the log.
             log.info("unknown topic ids answered", conn=ctx.connection_id, ids=unknown_ids)
         unaudited = None if validate_only else await self._recorder.confirmed(written)
         if unaudited is not None:
             # audit.on_failure: closed: nothing changes that the audit topic has not recorded.
-            log.warning("mutation refused: audit log unavailable", conn=ctx.connection_id)
-            for item in items:
-                denied.setdefault(item.index, unaudited)
-            for resource in resources:
-                denied.setdefault(resource.index, unaudited)
+            # The ids the refusals quote, bounded: the records may be nowhere else.
+            quoted = list(dict.fromkeys(ids.values()))
+            log.warning(
+                "mutation refused: audit log unavailable",
+                conn=ctx.connection_id,
+                decision_ids=quoted[:LOGGED_IDS],
+                decisions=len(quoted),
+            )
+            for index in [item.index for item in items] + [r.index for r in resources]:
+                decision_id = ids.get(index)
+                refusal = unaudited if decision_id is None else cite(unaudited, decision_id)
+                denied.setdefault(index, refusal)
         plan = api.split(request, denied, self._legacy_error_code, rewrites)
         names = []
         after: dict[str, TopicState] = {}
@@ -246,9 +266,12 @@ class TopicPolicyFilter(Filter):
         policy: CompiledPolicy,
         resources: Sequence[ConfigResourceItem],
         validate_only: bool,
+        *,
         written: Written,
+        ids: dict[int, str],
     ) -> dict[int, str | Denial]:
-        """Judge the config resources that are not topics: brokers, loggers, groups..."""
+        """Judge the config resources that are not topics: brokers, loggers, groups...; adds
+        their records' deliveries to `written` and their ids to `ids`."""
         principal = policy_principal(ctx)
         denied: dict[int, str | Denial] = {}
         judged = []
@@ -261,10 +284,13 @@ class TopicPolicyFilter(Filter):
             else:
                 judged.append((item.index, request))
         decisions = await self._facts.judge_broker_configs(policy, [r for _, r in judged])
-        written += self._recorder.record_broker_configs(ctx, policy.revision, decisions)
-        for (index, _), decision in zip(judged, decisions, strict=True):
+        recorded = self._recorder.record_broker_configs(ctx, policy.revision, decisions)
+        written += recorded.written
+        for (index, _), decision, decision_id in zip(judged, decisions, recorded.ids, strict=True):
+            assert decision_id is not None  # every config resource decision has its id
+            ids[index] = decision_id
             if not decision.allowed:
-                denied[index] = decision.message
+                denied[index] = cite(decision.message, decision_id)
         return denied
 
     def _after(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.cited import cited
 from harness.messages import metadata_request
 from harness.proxy_process import ProxyProcess
 from harness.wire import WireClient
@@ -102,6 +103,11 @@ def assert_denied(outcome: TopicOutcome, rule: str, proxy: ProxyProcess | None =
         assert rule in rules, rules
     elif outcome.error == "POLICY_VIOLATION":
         assert f"[{rule}]" in (outcome.message or ""), outcome
+        # The message ends with the id of the decision's record (a summary's for many topics).
+        _, decision_id = cited(outcome.message)
+        if proxy is not None and proxy.audit_path is not None:
+            [record] = [e for e in proxy.audit_events() if e["decision_id"] == decision_id]
+            assert record["decision"] == "denied" and record["topic"] in (outcome.topic, None)
     else:
         assert outcome.error == "UNKNOWN_SERVER_ERROR", outcome
 

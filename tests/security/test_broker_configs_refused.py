@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType
 
+from harness.cited import reason
 from harness.proxy_process import ProxyProcess
 from tests.security.broker_configs_support import (
     ALICE,
@@ -90,7 +91,7 @@ def test_entity_default_from_kafka_configs_is_refused_and_the_defaults_stay(
     for key, result in zip(attacks, results, strict=True):
         output = result.stdout + result.stderr
         assert result.returncode != 0, output
-        assert denied_message(output) == (
+        assert reason(denied_message(output)) == (
             f"[broker-configs] User:ANONYMOUS may not change {key} on the cluster default: "
             "no broker_configs rule of the policy allows it"
         )
@@ -192,7 +193,7 @@ def test_legacy_alter_configs_from_kafka_python_is_refused(
         )
         response = kp_send(alice, [within], incremental=False)
         ((error, message),) = [(r.error_code, r.error_message) for r in response.responses]
-        assert (error, message) == (
+        assert (error, reason(message)) == (
             POLICY_VIOLATION,
             "[broker-configs] the legacy AlterConfigs replaces every dynamic config of the "
             "cluster default; only a rule granting all keys ('*') to User:alice allows it "
@@ -219,7 +220,7 @@ def test_confluent_incremental_alter_configs_on_each_broker_is_refused(
         error = confluent_set(
             alice, ResourceType.BROKER, str(node), "log.retention.ms", str(90 * DAY_MS)
         )
-        assert error is not None and error.str() == (
+        assert error is not None and reason(error.str()) == (
             "[alice-defaults] log.retention.ms would be 7776000000 (90d); "
             "the limit is 2592000000 (30d)"
         )

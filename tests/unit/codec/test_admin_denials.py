@@ -16,7 +16,10 @@ from kafka_policy_proxy.codec.api_versions import proxy_range
 from kafka_policy_proxy.codec.errors import CodecError
 from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
 
-MESSAGE = "[admin-apis] User:ANONYMOUS may not call it"
+# As the filter sends it: the decision id last, kept whole in every entry that has a message.
+MESSAGE = (
+    "[admin-apis] User:ANONYMOUS may not call it (decision 01a2250d-eadb-7423-9209-069dabfc4ec4)"
+)
 
 
 def _versions(key: int) -> list[int]:

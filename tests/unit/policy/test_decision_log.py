@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from kafka_policy_proxy.cli.policy_command import audit_event_schema_text
 from kafka_policy_proxy.policy.admin_apis import AdminRequest
 from kafka_policy_proxy.policy.builders import create_request, delete_topic_request
+from kafka_policy_proxy.policy.decision_ids import new_decision_id
 from kafka_policy_proxy.policy.decision_log import (
     SCHEMA_VERSION,
     UNAUTHENTICATED,
@@ -21,7 +22,6 @@ from kafka_policy_proxy.policy.decision_log import (
     admin_record,
     decision_record,
     json_schema,
-    new_decision_id,
     refusal_record,
 )
 from kafka_policy_proxy.policy.judge import ClusterFacts, judge, judge_admin

@@ -18,10 +18,10 @@ from kafka_policy_proxy.pipeline.sources.audit_lines import MALFORMED, Problem, 
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 from kafka_policy_proxy.pipeline.sources.lake import ingest
 from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.decision_ids import new_decision_id
 from kafka_policy_proxy.policy.decision_log import (
     Stamp,
     decision_record,
-    new_decision_id,
     summary_record,
 )
 from kafka_policy_proxy.policy.decision_summary import summarise

@@ -90,12 +90,13 @@ async def test_a_failed_write_is_refused_and_a_closed_recorder_refuses_the_mutat
     assert isinstance(result, Refused)
     recorder = DecisionRecorder([full], proxy_id="p", cluster_id=lambda: None, closed=True)
     allowed = AdminDecision(AdminRequest("CreateAcls", Principal("User:alice")), allowed=True)
-    written = recorder.record_admin(context(CREATE_ACLS, 3), "rev", allowed)
+    written = recorder.record_admin(context(CREATE_ACLS, 3), "rev", allowed).written
     reason = await recorder.confirmed(written)
     assert reason is not None and "No space left on device" in reason
     opened = DecisionRecorder([full], proxy_id="p", cluster_id=lambda: None)
     assert (
-        await opened.confirmed(opened.record_admin(context(CREATE_ACLS, 3), "r", allowed)) is None
+        await opened.confirmed(opened.record_admin(context(CREATE_ACLS, 3), "r", allowed).written)
+        is None
     )
     await full.close()
 

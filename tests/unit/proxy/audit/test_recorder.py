@@ -12,8 +12,9 @@ from structlog.testing import capture_logs
 
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
 from kafka_policy_proxy.policy.builders import create_request
+from kafka_policy_proxy.policy.decision_ids import is_time_ordered, parse_decision_id
 from kafka_policy_proxy.policy.judge import ClusterFacts, Verdict, judge
-from kafka_policy_proxy.policy.model import Principal
+from kafka_policy_proxy.policy.model import Principal, Violation
 from kafka_policy_proxy.proxy.audit.budget import AuditBudget
 from kafka_policy_proxy.proxy.audit.file_sink import AuditLog
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
@@ -24,6 +25,11 @@ from tests.unit.proxy.contexts import context
 CREATE_ACLS = 30
 CREATE_TOPICS = 19
 ALLOWED = AdminDecision(AdminRequest("CreateAcls", Principal("User:alice")), allowed=True)
+DENIED = AdminDecision(
+    AdminRequest("CreateAcls", Principal("User:alice")),
+    allowed=False,
+    violations=(Violation("admin-apis", "[admin-apis] CreateAcls is not allowed"),),
+)
 
 
 class Sink:
@@ -60,18 +66,24 @@ async def test_every_record_goes_to_every_sink_and_deliveries_are_kept(tmp_path:
     delivered = asyncio.get_running_loop().create_future()
     topic = Sink("topic", [], delivery=delivered)
     file = AuditLog(tmp_path / "audit.jsonl")
-    written = recorder(file, topic).record_admin(context(CREATE_ACLS, 3), "rev-1", ALLOWED)
-    assert written == [delivered]  # the file wrote it at once: nothing to wait for
+    recorded = recorder(file, topic).record_admin(context(CREATE_ACLS, 3), "rev-1", ALLOWED)
+    assert recorded.written == [delivered]  # the file wrote it at once: nothing to wait for
     [line] = (tmp_path / "audit.jsonl").read_text().splitlines()
     assert json.loads(line) == topic.records[0]
     assert topic.records[0]["policy_revision"] == "rev-1"
+    assert recorded.ids == (topic.records[0]["decision_id"],)
     await file.close()
 
 
-async def test_no_record_is_made_when_no_sink_is_enabled() -> None:
+async def test_no_record_is_made_when_no_sink_is_enabled_yet_the_decision_has_its_id() -> None:
     off = Sink("off", [], enabled=False)
-    assert recorder(off).record_admin(context(CREATE_ACLS, 3), "rev-1", ALLOWED) == []
-    assert off.records == []
+    with capture_logs() as logs:
+        recorded = recorder(off).record_admin(context(CREATE_ACLS, 3), "rev-1", DENIED)
+    assert recorded.written == [] and off.records == []
+    [decision_id] = recorded.ids
+    assert decision_id is not None and is_time_ordered(parse_decision_id(decision_id))
+    [line] = logs  # the one place the id is kept: the log line of the denial
+    assert line["event"] == "policy denied" and line["decision_id"] == decision_id
     on = Sink("on", [])
     recorder(off, on).record_admin(context(CREATE_ACLS, 3), "rev-1", ALLOWED)
     assert len(off.records) == len(on.records) == 1
@@ -99,7 +111,7 @@ async def test_open_never_waits_for_a_delivery() -> None:
     pending: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     open_ = recorder(Sink("topic", [], delivery=pending))
     assert not open_.waits_for_audit
-    written = open_.record_admin(context(CREATE_ACLS, 3), "rev-1", ALLOWED)
+    written = open_.record_admin(context(CREATE_ACLS, 3), "rev-1", ALLOWED).written
     assert written == [pending]
     assert await open_.confirmed(written) is None
     assert not pending.done()
@@ -126,17 +138,26 @@ async def test_a_request_over_the_threshold_writes_one_summary_record_and_one_lo
     )  # fmt: skip
     ctx = context(CREATE_TOPICS, 7, principal="User:alice")
     with capture_logs() as logs:
-        bounded.record(ctx, "rev", _verdicts(100))
+        each = bounded.record(ctx, "rev", _verdicts(100))
     assert len(sink.records) == 100 and len(logs) == 100  # up to the threshold: one per topic
+    assert (
+        list(each.ids)
+        == [r["decision_id"] for r in sink.records]
+        == [line["decision_id"] for line in logs]
+    )
+    assert list(each.ids) == sorted(set(each.ids))  # distinct, and in the order minted
     sink.records.clear()
     with capture_logs() as logs:
-        bounded.record(ctx, "rev", _verdicts(10_000))
+        summarised = bounded.record(ctx, "rev", _verdicts(10_000))
     [summary] = sink.records
+    # One id for the request: every topic's answer quotes the summary record's.
+    assert set(summarised.ids) == {summary["decision_id"]} and len(summarised.ids) == 10_000
     assert summary["summary"]["topics"] == 10_000 and summary["decision"] == "denied"
     assert summary["summary"]["counts"][1] == {
         "decision": "denied", "rule": "small", "rule_mode": "enforce", "topics": 10_000,
     }  # fmt: skip
     [line] = logs
     assert line["event"] == "policy denied (summarised)" and len(line["sample"]) == 20
+    assert line["decision_id"] == summary["decision_id"]
     # The bytes written are charged to the principal whose request it was.
     assert budget._current("User:alice") >= len(json.dumps(summary, separators=(",", ":")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,35 @@ def test_every_version_is_answered_or_refused_never_forwarded(
     request = filled(request_class(key, version), ErrorCode(0), "")
     verdict = run(records, key, version, request, "User:ANONYMOUS")
     assert isinstance(verdict, Answer | Close), verdict
+    (record,) = records.read()
+    cited = f"{record['violations'][0]['message']} (decision {record['decision_id']})"
     if isinstance(verdict, Answer):
-        decode_exact(response_class(key, version), verdict.body)
+        response = decode_exact(response_class(key, version), verdict.body)
+        # Every message the answer carries (where its version has the field) quotes the id.
+        assert all(m == cited for m in _error_messages(response)), response
     else:
-        assert "may not call" in (verdict.detail or "")
+        assert verdict.detail == cited
+
+
+def _error_messages(entity: Any) -> list[str]:
+    """Every non-empty error message in a decoded response, nested entries included."""
+    found = []
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        if field.name == "error_message" and value:
+            found.append(value)
+        for item in value if isinstance(value, tuple) else ():
+            if dataclasses.is_dataclass(item):
+                found += _error_messages(item)
+    return found
+
+
+def test_a_denial_message_quotes_the_records_id(records: Records) -> None:
+    verdict = run(records, 51, 0, scram_upsert(), "User:alice")
+    assert isinstance(verdict, Answer)
+    [message] = _error_messages(decode_exact(response_class(51, 0), verdict.body))
+    (record,) = records.read()
+    assert message == f"{record['violations'][0]['message']} (decision {record['decision_id']})"
 
 
 def test_no_policy_file_forwards_and_records_nothing(records: Records) -> None:

@@ -24,8 +24,8 @@ from tests.unit.proxy.enforcement_fakes import FakeReader, Records
 POLICY = load_policy("version: 1\nrules:\n  - name: any\n    partitions: {max: 6}\n")
 IDS = 2000
 # Per entry of a DeleteTopics v6 answer: the id, a null name, the code and the message
-# (MAX_REASON_CHARS of reason inside a fixed sentence).
-ENTRY_BYTES = 400
+# (MAX_REASON_CHARS of reason inside a fixed sentence, then the 48-character decision id suffix).
+ENTRY_BYTES = 450
 
 
 class _ListingReader(FakeReader):
@@ -60,9 +60,15 @@ async def test_two_thousand_ids_get_an_answer_in_proportion_to_the_request(
     response = decode_exact(response_class(20, 6), verdict.body)
     assert [r.topic_id for r in response.responses] == ids
     assert all("[cluster-state]" in r.error_message for r in response.responses)
+    # One summary record for the request: every entry quotes its id, after the cut reason.
+    assert len({r.error_message[-48:] for r in response.responses}) == 1
+    assert (
+        response.responses[0].error_message.endswith(")")
+        and "(decision " in (response.responses[0].error_message[-48:])
+    )
     # The request is 36 KB; the reason alone listed 88 KB, once per id before (176 MB).
     assert len(encode(request)) < 40_000
-    assert len(verdict.body) <= ENTRY_BYTES * IDS  # 704,007 bytes measured; 160,320,007 before
+    assert len(verdict.body) <= ENTRY_BYTES * IDS  # 800,007 bytes measured; 160,320,007 before ids
 
 
 def test_an_unreadable_cluster_reason_is_cut_with_a_count() -> None:

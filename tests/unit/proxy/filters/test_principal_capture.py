@@ -13,6 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate import v2 as auth_v2
 from kio.schema.sasl_handshake import v1 as handshake_v1
+from structlog.testing import capture_logs
 
 from kafka_policy_proxy.codec.errors import CodecError
 from kafka_policy_proxy.codec.registry import encode
@@ -111,12 +112,15 @@ def test_a_guarded_request_mid_exchange_closes_the_connection_and_is_audited(
     capture.on_request(
         context(17, 1, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"), connection_id=1)
     )
-    verdict = capture.on_request(create_topic(1))
+    with capture_logs() as logs:
+        verdict = capture.on_request(create_topic(1))
     assert isinstance(verdict, Close)
     assert verdict.reason == "sent before SASL authentication completed"
     assert verdict.detail == "CreateTopics while the SASL exchange is HANDSHAKE_SENT"
     [record] = records.read()
     DecisionRecord.model_validate(record)
+    [line] = logs  # the warning names the record's id
+    assert line["decision_id"] == record["decision_id"]
     assert {k: record[k] for k in ("principal", "decision", "api", "resource", "conn")} == {
         "principal": "",
         "decision": "denied",

@@ -132,7 +132,13 @@ async def test_a_denial_names_a_few_topics_and_counts_the_rest(records: Records)
     request = heartbeat("app", sources=["orders"], changelogs=many)
     response = answered(await judge(reader, records, request))
     assert response.error_message.endswith("; and 7 more")
-    assert len(records.read()) == 10
+    written = records.read()
+    assert len(written) == 10
+    # Each reason named ends with its own decision's id; the others are in their records.
+    for record in written[:3]:
+        assert f"[small] topic '{record['topic']}' " in response.error_message
+        assert f" (decision {record['decision_id']});" in response.error_message
+    assert all(r["decision_id"] not in response.error_message for r in written[3:])
 
 
 async def test_unreadable_cluster_state_is_answered_retriable(records: Records) -> None:
