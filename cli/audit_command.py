@@ -55,54 +55,70 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     show.add_argument("decision_id", metavar="ID", help="the id a denial message ends with")
-    show.add_argument(
+    add_location(show)
+    show.set_defaults(func=cmd_show)
+
+
+def add_location(parser: argparse.ArgumentParser) -> None:
+    """Add --file and --lake: where a command looks a decision record up."""
+    parser.add_argument(
         "--file",
         type=Path,
         action="append",
         default=[],
         metavar="PATH",
-        help="an audit file (audit.file in the proxy config); may be given more than once",
+        help="an audit file (audit.file in the proxy config), searched with its rotations "
+        "and workers' files; may be given more than once",
     )
-    show.add_argument("--lake", metavar="PATH", help="the audit lake's root directory")
-    show.set_defaults(func=cmd_show)
+    parser.add_argument("--lake", metavar="PATH", help="the audit lake's root directory")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Run `audit show`: 0 found, 1 not found, 2 a bad id, arguments or lake."""
+    found = locate(args.decision_id, args, "audit show")
+    if isinstance(found, int):
+        return found
+    print(json.dumps(found.record, indent=2))
+    print(f"found in {found.found_in}", file=sys.stderr)
+    return FOUND
+
+
+def locate(text: str, args: argparse.Namespace, command: str) -> Lookup | int:
+    """The record with this id in `args.file` then `args.lake`, or the exit code once the
+    failure is reported: 1 not found, 2 a bad id, arguments or lake."""
     try:
-        decision_id = parse_decision_id(args.decision_id)
+        decision_id = parse_decision_id(text)
     except ValueError as exc:
-        return _fail(str(exc), INVALID)
+        return _fail(command, str(exc), INVALID)
     if not args.file and args.lake is None:
-        return _fail("give --file PATH or --lake PATH (or both): where to look", INVALID)
+        return _fail(command, "give --file PATH or --lake PATH (or both): where to look", INVALID)
     searched: list[str] = []
     found = find_in_files(decision_id, args.file) if args.file else Lookup()
     searched += found.searched
     if found.record is None and args.lake is not None:
-        lake = _lake(decision_id, args.lake)
+        lake = _lake(decision_id, args.lake, command)
         if lake is None:
             return INVALID
         found = lake
         searched += found.searched
     if found.record is None:
         where = "; ".join(searched) or "nowhere"
-        return _fail(f"no record with decision id {decision_id}; looked in: {where}", NOT_FOUND)
-    print(json.dumps(found.record, indent=2))
-    print(f"found in {found.found_in}", file=sys.stderr)
-    return FOUND
+        message = f"no record with decision id {decision_id}; looked in: {where}"
+        return _fail(command, message, NOT_FOUND)
+    return found
 
 
-def _lake(decision_id: uuid.UUID, lake: str) -> Lookup | None:
+def _lake(decision_id: uuid.UUID, lake: str, command: str) -> Lookup | None:
     """The lake's answer, or None once a lake that cannot be read is reported."""
     try:
         return find_in_lake(decision_id, lake)
     except ImportError as exc:
-        _fail(f"--lake needs the 'pipeline' extra (pyarrow): {exc}", INVALID)
+        _fail(command, f"--lake needs the 'pipeline' extra (pyarrow): {exc}", INVALID)
     except (ValueError, OSError) as exc:
-        _fail(f"cannot read the lake {lake}: {exc}", INVALID)
+        _fail(command, f"cannot read the lake {lake}: {exc}", INVALID)
     return None
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"kafka-policy-proxy audit show: {message}", file=sys.stderr)
+def _fail(command: str, message: str, code: int) -> int:
+    print(f"kafka-policy-proxy {command}: {message}", file=sys.stderr)
     return code

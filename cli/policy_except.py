@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import yaml
 
+from kafka_policy_proxy.cli.audit_command import add_location, locate
 from kafka_policy_proxy.cli.instants import add_now, moment
-from kafka_policy_proxy.cli.record_lookup import find_record
 from kafka_policy_proxy.policy.exception_draft import DraftError, draft_exception, expiry
 
 OK, INVALID = 0, 2
@@ -30,14 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--reason", required=True, help="why the exception exists")
     parser.add_argument("--ticket", help="where it was agreed")
     parser.add_argument("--name", help="the exception's name (default: exception-<decision id>)")
-    parser.add_argument(
-        "--file",
-        type=Path,
-        action="append",
-        required=True,
-        metavar="AUDIT.jsonl",
-        help="an audit file to look the decision up in (repeat for rotated files)",
-    )
+    add_location(parser)
     parser.add_argument(
         "--item",
         action="store_true",
@@ -49,12 +41,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_except(args: argparse.Namespace) -> int:
-    """Print the exception; exit 2 if the decision is not found or cannot be waived."""
+    """Print the exception; exit 1 if the decision is not found, 2 if it cannot be waived."""
+    found = locate(args.decision, args, "policy except")
+    if isinstance(found, int):
+        return found
+    record = found.record
+    assert record is not None
     try:
-        record = find_record(args.decision, args.file)
-        if record is None:
-            names = ", ".join(str(f) for f in args.file)
-            raise DraftError(f"decision {args.decision} is not in {names}")
         exception = draft_exception(
             record,
             expires=expiry(args.expires, moment(args)),

@@ -208,7 +208,7 @@ def test_except_drafts_an_exception_that_waives_the_recorded_denial(
 @pytest.mark.parametrize(
     ("decision", "expires", "error"),
     [
-        ("nope", "7d", "decision nope is not in"),
+        ("nope", "7d", "'nope' is not a decision id"),
         ("0190a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "soon", "give a duration"),
         ("0190a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "2026-11-01T00:00:00Z", "not in the future"),
     ],
@@ -239,3 +239,16 @@ def test_the_example_exception_outlives_the_example_for_years() -> None:
     # The example is checked at fixed instants; this says when it needs renewing.
     policy = load_policy(EXAMPLE.read_text(), "policy.yaml")
     assert min(e.expires for e in policy.exceptions.items) >= datetime(2030, 12, 1, tzinfo=UTC)
+
+
+def test_except_says_where_it_looked_for_a_decision_it_cannot_find(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    audit, _, _ = _recorded(tmp_path)
+    missing = "01a20194-3a03-779b-923b-43ebbcbe7997"
+    code, out, err = run(
+        capsys, "except", "--decision", missing, "--expires", "7d", "--reason", "r",
+        "--file", str(audit),
+    )  # fmt: skip
+    assert (code, out) == (1, "")
+    assert f"no record with decision id {missing}; looked in: {audit}" in err
