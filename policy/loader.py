@@ -35,6 +35,7 @@ _CONSTRAINT_FIELDS = (
     "configs",
     "deny",
     "cluster",
+    "in_use",
 )
 
 

@@ -31,7 +31,11 @@ from kafka_policy_proxy.policy.overlays import WithTopic
 # Facts the checks read from the cluster itself; an audit event never records them.
 CLUSTER_WIDE = frozenset({Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS})
 # Facts `resolve` folds into the request itself.
-ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS})
+ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS, Fact.TOPIC_USAGE})
+USAGE_NOT_RECORDED = (
+    "needs the in-use facts (latest writes, consumer groups), which only an event judged by "
+    "an in_use rule records"
+)
 
 _NOT_RECORDED: dict[frozenset[Fact], str] = {}
 
@@ -70,6 +74,8 @@ def missing_facts(request: TopicRequest, needs: frozenset[Fact]) -> frozenset[Fa
         missing |= {Fact.TOPIC_STATE}
     if Fact.BROKER_DEFAULTS in needs and defaults_folded(request) is False:
         missing |= {Fact.BROKER_DEFAULTS}
+    if Fact.TOPIC_USAGE in needs and request.usage is None:
+        missing |= {Fact.TOPIC_USAGE}
     return missing
 
 
@@ -84,7 +90,11 @@ def not_recorded(missing: frozenset[Fact]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RecordedFacts:
-    """A `FactSource` for one recorded request: its own facts, then the snapshot's, if any."""
+    """A `FactSource` for one recorded request: its own facts, then the snapshot's, if any.
+
+    The in-use facts come from the event (`in_use`, folded into `request.usage`): a snapshot
+    holds them only where it was described with them.
+    """
 
     request: TopicRequest
     snapshot: ClusterState | None = None
@@ -95,6 +105,10 @@ class RecordedFacts:
         missing = missing_facts(request, needs) if needs else needs
         if not missing:
             return Facts(self.snapshot, frozenset()) if self.snapshot is not None else NO_FACTS
+        if Fact.TOPIC_USAGE in missing and (
+            self.snapshot is None or self.snapshot.topic_usage(request.name) is None
+        ):
+            raise FactsNotRecorded(USAGE_NOT_RECORDED)
         if self.snapshot is None:
             raise FactsNotRecorded(not_recorded(missing))
         cluster = self.snapshot
