@@ -112,7 +112,10 @@ def in_use_checks(spec: InUseConstraint, suffix: str = "") -> dict[Action, Fn]:
             return None
         needs = [
             f"{label} {value}"
-            for label, value in (("writes", spec.written_within), ("consumers", spec.consumed_within))
+            for label, value in (
+                ("writes", spec.written_within),
+                ("consumers", spec.consumed_within),
+            )
             if value is not None
         ]
         quiet = f" (none within: {', '.join(needs)})" if needs else ""
@@ -131,9 +134,7 @@ def in_use_checks(spec: InUseConstraint, suffix: str = "") -> dict[Action, Fn]:
         ends = dict(usage.ends)
         problems = []
         for partition, offset in request.record_offsets:
-            commits = [
-                (o, g.group) for g in active for p, o in g.committed if p == partition
-            ]
+            commits = [(o, g.group) for g in active for p, o in g.committed if p == partition]
             if not commits:
                 continue
             lowest, group = min(commits)

@@ -46,14 +46,15 @@ def test_the_schema_names_every_field_the_record_has() -> None:
     (verdict,) = judge(policy, [create_request("a.b", 6, principal=ALICE)], ClusterFacts(cluster()))
     assert verdict.decision is not None
     record = _record(verdict.request, verdict.decision)
-    optional = ["overrides", "rewritten", "summary"]  # only where overrides changed it; summaries
+    # only where overrides changed it; summaries; in-use facts
+    optional = ["overrides", "rewritten", "summary", "in_use"]
     assert list(record) + optional == list(schema["properties"])
     assert set(schema["required"]) | set(V2_FIELDS) == set(record)
     capping = compile_rules({"name": "small", "partitions": {"max": 3, "cap": True}})
     (capped,) = judge(capping, [create_request("a.b", 6, principal=ALICE)], ClusterFacts(cluster()))
     assert capped.decision is not None and capped.original is not None
     overridden = decision_record(capped.original, capped.decision, _stamp(), capped.request)
-    assert list(overridden) == list(schema["properties"])[:-1]  # no summary
+    assert list(overridden) == list(schema["properties"])[:-2]  # no summary, no in_use
     assert overridden["decision"] == "allowed"
     assert overridden["request"]["requested"]["partitions"] == 6
     assert overridden["rewritten"]["requested"]["partitions"] == 3
@@ -110,8 +111,8 @@ def test_an_admin_api_record_names_the_api_not_a_topic() -> None:
             api_version=3,
         ),
     )
-    # No overrides, rewritten or summary.
-    assert list(record) == list(json_schema()["properties"])[:-3]
+    # No overrides, rewritten, summary or in_use.
+    assert list(record) == list(json_schema()["properties"])[:-4]
     parsed = DecisionRecord.model_validate(record)
     assert (parsed.action, parsed.resource_type, parsed.resource) == (
         "admin_api",
@@ -146,8 +147,8 @@ def test_a_refusal_before_authentication_is_denied_and_names_no_principal() -> N
         listener="bootstrap",
         sasl_state="HANDSHAKE_SENT",
     )
-    # No overrides, rewritten or summary.
-    assert list(record) == list(json_schema()["properties"])[:-3]
+    # No overrides, rewritten, summary or in_use.
+    assert list(record) == list(json_schema()["properties"])[:-4]
     parsed = DecisionRecord.model_validate(record)
     assert (parsed.principal, parsed.decision, parsed.mode) == (
         UNAUTHENTICATED,
