@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer
 
 from harness.proxy_process import ProxyProcess
@@ -175,11 +175,14 @@ class LiveConsumer:
 
 
 def committed(kafka: Any, group: str, topic: str) -> int | None:
-    """The group's committed offset on partition 0, read from the broker."""
+    """The group's committed offset on partition 0, read from the broker (None while its
+    coordinator is still moving)."""
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
     try:
         [tp] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         return tp.offset if tp.offset >= 0 else None
+    except KafkaException:
+        return None
     finally:
         consumer.close()
 
