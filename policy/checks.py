@@ -113,7 +113,8 @@ def compile_rule(rule: Rule) -> list[Check]:
             checks.append(_topic_budget(limits.max_topics))
     if rule.in_use is not None:
         checks.extend(
-            Check(frozenset({(action, None)}), fn, frozenset({Fact.TOPIC_USAGE}))
+            # The topic's state too: a missing topic is answered as the broker would.
+            Check(frozenset({(action, None)}), fn, frozenset({Fact.TOPIC_USAGE, Fact.TOPIC_STATE}))
             for action, fn in in_use_checks(rule.in_use, _suffix(rule)).items()
         )
     return checks

@@ -105,8 +105,14 @@ class RecordedFacts:
         missing = missing_facts(request, needs) if needs else needs
         if not missing:
             return Facts(self.snapshot, frozenset()) if self.snapshot is not None else NO_FACTS
+        # A topic the snapshot lacks is answered unknown-topic; one it has needs the facts.
+        snapshot = self.snapshot
         if Fact.TOPIC_USAGE in missing and (
-            self.snapshot is None or self.snapshot.topic_usage(request.name) is None
+            snapshot is None
+            or (
+                snapshot.topic_usage(request.name) is None
+                and (request.current is not None or snapshot.topic(request.name) is not None)
+            )
         ):
             raise FactsNotRecorded(USAGE_NOT_RECORDED)
         if self.snapshot is None:

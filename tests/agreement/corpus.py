@@ -2,6 +2,7 @@
 
 The mix covers what the entry points could disagree on: topics missing from the cluster,
 audit-mode rules, principal and client-id selectors, Kafka Streams internal topics (KIP-698),
+in-use facts (the example's orders-in-use rule on orders.v1),
 broker defaults (-1 partitions, configs left to the default, reset configs), every action,
 and deletes by name, by known id and by unknown id.
 """
@@ -44,8 +45,19 @@ DEFAULTS = {
     "min.insync.replicas": "2",
     "segment.bytes": "1073741824",
 }
+# What the in-use guard (the example's orders-in-use rule) reads of orders.v1: a live group,
+# and a stopped one whose commit lies within the window.
+IN_USE = {
+    "read_at": "2026-11-22T04:47:00Z",
+    "latest": {"0": "2026-11-22T04:00:00Z"},
+    "ends": {"0": 120},
+    "groups": [
+        {"group": "billing", "state": "Stable", "members": True, "committed": {"0": 120}},
+        {"group": "audit", "committed": {"0": 60}, "consumed_at": {"0": "2026-11-22T04:40:00Z"}},
+    ],
+}
 EXISTING: list[dict[str, Any]] = [
-    {"name": "orders.v1", "partitions": 12},
+    {"name": "orders.v1", "partitions": 12, "in_use": IN_USE},
     {"name": "orders_v2", "partitions": 3},
     {"name": "payments.ledger", "partitions": 6, "configs": {"cleanup.policy": "compact"}},
     {"name": "sandbox.tmp", "partitions": 3, "configs": {"retention.ms": "3600000"}},

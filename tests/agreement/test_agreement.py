@@ -44,6 +44,7 @@ def test_the_corpus_exercises_what_copies_used_to_disagree_on(
         "topic-limit",
         "replication",
         "protected-topics",
+        "orders-in-use",
     ):
         assert rules[rule] > 10, (rule, rules)
 

@@ -11,7 +11,7 @@ from kafka_policy_proxy.pipeline.jobs.replayer import Replayer
 from kafka_policy_proxy.policy.decision_log import DecisionRecord, Stamp, decision_record
 from kafka_policy_proxy.policy.judge import ClusterFacts, Judgement, Verdict, judge
 from kafka_policy_proxy.policy.loader import PolicyError
-from kafka_policy_proxy.policy.model import Action, Fact, TopicRequest
+from kafka_policy_proxy.policy.model import Action, Fact, TopicRequest, TopicState
 from kafka_policy_proxy.policy.offline.cluster_spec import ClusterSpec
 from kafka_policy_proxy.policy.offline.recorded_facts import RecordedFacts
 from kafka_policy_proxy.policy.usage import GroupUsage, TopicUsage, epoch_ms
@@ -129,8 +129,11 @@ def test_more_groups_than_the_bound_deny_saying_so() -> None:
 
 
 def test_facts_that_were_not_read_deny() -> None:
-    (verdict,) = judge(compile_rules(RULE), [DELETE], ClusterFacts(ClusterSpec().build()))
+    unread = ClusterSpec.model_validate({"topics": [{"name": "orders"}]}).build()
+    (verdict,) = judge(compile_rules(RULE), [DELETE], ClusterFacts(unread))
     assert verdict.decision is not None and "were not read" in verdict.decision.message
+    (missing,) = judge(compile_rules(RULE), [DELETE], ClusterFacts(ClusterSpec().build()))
+    assert missing.decision is not None and "does not exist" in missing.decision.message
 
 
 GROUPS = [
@@ -196,7 +199,7 @@ def test_the_record_carries_the_facts_and_replay_decides_on_them() -> None:
 
 def test_recorded_facts_serve_the_recorded_usage() -> None:
     usage = TopicUsage("orders", epoch_ms(READ_AT), groups=(GroupUsage("g", members=True),))
-    request = TopicRequest("orders", Action.DELETE, usage=usage)
+    request = TopicRequest("orders", Action.DELETE, current=TopicState("orders"), usage=usage)
     judgement = Judgement(compile_rules(RULE), [request])
     (verdict,) = judgement.decide(RecordedFacts(request).read(judgement.query))
     assert verdict.decision is not None and "'g' (members on the topic)" in verdict.decision.message
