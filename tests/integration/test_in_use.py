@@ -295,7 +295,7 @@ def test_kafka_cli_tools_are_denied_too(
         "--offset-json-file",
         str(offsets),
     )
-    assert "UnknownServerException" in records.stdout + records.stderr, records
+    assert "PolicyViolationException" in records.stdout + records.stderr, records
     assert broker.low_watermarks(topic) == {0: 0}
     produce(kafka, topic, 1)
     topics = tool(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kafka_policy_proxy.pipeline.jobs.replayer import Replayer
 from kafka_policy_proxy.policy.decision_log import DecisionRecord, Stamp, decision_record
@@ -217,3 +219,34 @@ def test_usage_round_trips_through_json() -> None:
 )
 def test_durations_read_as_people_write_them(ms: int, text: str) -> None:
     assert ago(ms) == text
+
+
+ROOT = Path(__file__).resolve().parents[3]
+DOC = (ROOT / "docs/policy.md").read_text()
+SECTION = DOC.split("### `in_use`: in-use guards on deletes")[1].split("\n### ")[0]
+
+
+def test_the_docs_rule_and_described_topic_load_and_its_messages_are_the_examples() -> None:
+    [rule] = yaml.safe_load(SECTION.split("```yaml\n")[1].split("```")[0])
+    example = yaml.safe_load((ROOT / "examples/policy.yaml").read_text())
+    assert rule in example["rules"]
+    tests = yaml.safe_load((ROOT / "examples/policy-tests.yaml").read_text())
+    cluster = ClusterSpec.model_validate(tests["cluster"]).build()
+    policy = compile_rules(rule)
+    live = cluster.topic("orders.live")
+    requests = [
+        TopicRequest("orders.live", Action.DELETE, current=live),
+        TopicRequest("orders.live", Action.DELETE_RECORDS, current=live, record_offsets=((0, -1),)),
+    ]
+    shown = SECTION.split("**Messages.**")[1].split("```\n")[1].split("```")[0].splitlines()
+    judged = [
+        v.decision.message for v in judge(policy, requests, ClusterFacts(cluster)) if v.decision
+    ]
+    assert judged == shown
+    described = DOC.split("describes `orders.live` so:")[1].split("```yaml\n")[1].split("```")[0]
+    usage = ClusterSpec.model_validate(yaml.safe_load(described)).build().topic_usage("orders.live")
+    assert (
+        usage is not None
+        and usage.groups_listed == 2
+        and usage.ends == ((0, 1200), (1, 900), (2, 1000))
+    )
