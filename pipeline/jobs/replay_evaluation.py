@@ -67,16 +67,19 @@ DECISION_COLUMNS = (
 )
 
 
-def replay_batch(replayer: Replayer, texts: pa.Array) -> pa.StructArray:
-    """Replay a batch of request JSON texts: a RESULT per text."""
+def replay_batch(
+    replayer: Replayer, texts: pa.Array, in_use: pa.Array | None = None
+) -> pa.StructArray:
+    """Replay a batch of request JSON texts (with their events' `in_use`): a RESULT per text."""
     decisions: list[str] = []
     rules: list[list[str]] = []
     messages: list[list[str]] = []
     denying: list[list[str]] = []
     reasons: list[str | None] = []
     replay = replayer.replay
-    for text in texts.to_pylist():
-        decision, rule, message, deny, reason = replay(text)
+    facts = [None] * len(texts) if in_use is None else in_use.to_pylist()
+    for text, used in zip(texts.to_pylist(), facts, strict=True):
+        decision, rule, message, deny, reason = replay(text, used)
         decisions.append(decision)
         rules.append(rule)
         messages.append(message)
@@ -90,15 +93,16 @@ def replay_batch(replayer: Replayer, texts: pa.Array) -> pa.StructArray:
 
 def replay_udf(
     policy_text: str, policy_name: str, cluster_text: str | None
-) -> Callable[[Column], Column]:
-    """The Arrow UDF: request JSON -> struct<decision, rules, messages, denying, reason>."""
+) -> Callable[[Column, Column], Column]:
+    """The Arrow UDF: request JSON, in_use JSON -> struct<decision, rules, messages, denying,
+    reason>."""
 
-    def replay(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+    def replay(batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
         # Compiled once per worker process and reused by every task and batch.
         cluster = None if cluster_text is None else shipped_cluster(cluster_text)
         replayer = Replayer(compiled(policy_text, policy_name), cluster)
-        for texts in batches:
-            yield replay_batch(replayer, texts)
+        for texts, in_use in batches:
+            yield replay_batch(replayer, texts, in_use)
 
     # The kind (iterator of arrays) comes from the type hints; the stubs only know it spelled out.
     return arrow_udf(replay, RESULT_DDL)  # type: ignore[call-overload, no-any-return]
@@ -132,7 +136,7 @@ def replay_lines(
         F.col("violations.rule").alias("old_rules"),
         F.transform(enforced, lambda v: v["rule"]).alias("old_denying"),
         # Bad lines skip the evaluation (a null request comes back as an error, then dropped).
-        evaluate(F.when(good, F.col("request"))).alias("new"),
+        evaluate(F.when(good, F.col("request")), F.col("in_use")).alias("new"),
     )
     flip = flip_column(F.col("old_decision"), F.col("new.decision"))
     no_rules = F.array().cast("array<string>")

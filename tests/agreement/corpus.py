@@ -2,7 +2,7 @@
 
 The mix covers what the entry points could disagree on: topics missing from the cluster,
 audit-mode rules, principal and client-id selectors, Kafka Streams internal topics (KIP-698),
-in-use facts (the example's orders-in-use rule on orders.v1),
+in-use facts (an orders-in-use rule on orders.v1),
 broker defaults (-1 partitions, configs left to the default, reset configs), every action,
 and deletes by name, by known id and by unknown id.
 """
@@ -36,6 +36,11 @@ EXTRA_RULES: list[dict[str, Any]] = [
         "configs": {"cleanup.policy": {"values": ["delete"]}},
     },
     {"name": "topic-limit", "cluster": {"max_topics": 9}},
+    {
+        "name": "orders-in-use",
+        "match": {"topic_prefix": "orders.", "actions": ["delete", "delete_records"]},
+        "in_use": {"written_within": "15m", "consumed_within": "15m"},
+    },
 ]
 DEFAULTS = {
     "num.partitions": "3",
@@ -45,7 +50,7 @@ DEFAULTS = {
     "min.insync.replicas": "2",
     "segment.bytes": "1073741824",
 }
-# What the in-use guard (the example's orders-in-use rule) reads of orders.v1: a live group,
+# What the in-use guard (the orders-in-use rule) reads of orders.v1: a live group,
 # and a stopped one whose commit lies within the window.
 IN_USE = {
     "read_at": "2026-11-22T04:47:00Z",

@@ -233,18 +233,18 @@ def test_the_docs_rule_and_described_topic_load_and_its_messages_are_the_example
     tests = yaml.safe_load((ROOT / "examples/policy-tests.yaml").read_text())
     cluster = ClusterSpec.model_validate(tests["cluster"]).build()
     policy = compile_rules(rule)
-    live = cluster.topic("orders.live")
+    live = cluster.topic("shipping.live")
     requests = [
-        TopicRequest("orders.live", Action.DELETE, current=live),
-        TopicRequest("orders.live", Action.DELETE_RECORDS, current=live, record_offsets=((0, -1),)),
+        TopicRequest("shipping.live", Action.DELETE, current=live),
+        TopicRequest("shipping.live", Action.DELETE_RECORDS, current=live, record_offsets=((0, -1),)),
     ]
     shown = SECTION.split("**Messages.**")[1].split("```\n")[1].split("```")[0].splitlines()
     judged = [
         v.decision.message for v in judge(policy, requests, ClusterFacts(cluster)) if v.decision
     ]
     assert judged == shown
-    described = DOC.split("describes `orders.live` so:")[1].split("```yaml\n")[1].split("```")[0]
-    usage = ClusterSpec.model_validate(yaml.safe_load(described)).build().topic_usage("orders.live")
+    described = DOC.split("describes `shipping.live` so:")[1].split("```yaml\n")[1].split("```")[0]
+    usage = ClusterSpec.model_validate(yaml.safe_load(described)).build().topic_usage("shipping.live")
     assert (
         usage is not None
         and usage.groups_listed == 2
