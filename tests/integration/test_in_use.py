@@ -1,11 +1,12 @@
 """The in-use guard against the real cluster: deletes of topics still written or read are denied.
 
-A proxy enforces an `in_use` rule with a 5 s window on `iu.` topics, a 15 s consumer window
-on `iu.g.` topics, and a 10 minute window for DeleteRecords on `iu.r.` topics. Real producers
-and consumers (confluent-kafka and kafka-python, in threads) use the topics directly on the
-cluster; deletes go through the proxy (confluent-kafka's AdminClient and Kafka's own CLI
-tools), and the broker, read directly, shows every outcome: the topic still there or gone, the
-log start offset unmoved or moved.
+A proxy enforces an `in_use` rule with a 5 s window on `iu.` topics, a 15 s consumer window on
+`iu.g.` topics, and 10 minute windows for DeleteRecords on `iu.r.` topics and for the CLI's
+deletes (a JVM's start would outlast 5 s). Real producers and consumers (confluent-kafka and
+kafka-python, in threads) use the topics directly on the cluster; deletes go through the proxy
+(the Java AdminClient, confluent-kafka's and Kafka's own CLI tools), and the broker, read
+directly, shows every outcome: the topic still there or gone, the log start offset unmoved or
+moved.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ POLICY = {
             "name": "records-in-use",
             "match": {"topic_prefix": "iu.r.", "actions": ["delete_records"]},
             "in_use": {"consumed_within": "10m", "max_groups": 5000},
+        },
+        {
+            "name": "cli-writes",
+            "match": {"topic_prefix": "iu.r.cli.", "actions": ["delete"]},
+            "in_use": {"written_within": "10m"},
         },
         {
             "name": "readers",
