@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench.admin_latency import create_request, timed
 from harness.local_kafka import LocalKafka
@@ -60,7 +60,14 @@ def commit_groups(bootstrap: str, count: int) -> None:
 
     def commit(n: int) -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-group-{n}"})
-        consumer.commit(offsets=[TopicPartition("groups.home", 0, 1)], asynchronous=False)
+        for attempt in range(50):  # a coordinator may still be loading or moving
+            try:
+                consumer.commit(offsets=[TopicPartition("groups.home", 0, 1)], asynchronous=False)
+                break
+            except KafkaException:
+                if attempt == 49:
+                    raise
+                time.sleep(0.2)
         consumer.close()
 
     with ThreadPoolExecutor(16) as pool:
