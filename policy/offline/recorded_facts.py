@@ -38,6 +38,8 @@ USAGE_NOT_RECORDED = (
 )
 
 _NOT_RECORDED: dict[frozenset[Fact], str] = {}
+# The actions whose checks read the in-use facts.
+_USED = frozenset({Action.DELETE, Action.DELETE_RECORDS})
 
 
 def defaults_folded(request: TopicRequest) -> bool | None:
@@ -74,7 +76,7 @@ def missing_facts(request: TopicRequest, needs: frozenset[Fact]) -> frozenset[Fa
         missing |= {Fact.TOPIC_STATE}
     if Fact.BROKER_DEFAULTS in needs and defaults_folded(request) is False:
         missing |= {Fact.BROKER_DEFAULTS}
-    if Fact.TOPIC_USAGE in needs and request.usage is None:
+    if Fact.TOPIC_USAGE in needs and request.usage is None and request.action in _USED:
         missing |= {Fact.TOPIC_USAGE}
     return missing
 
