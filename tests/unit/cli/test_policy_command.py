@@ -22,7 +22,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_check_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", str(EXAMPLES / "policy.yaml"))
     assert code == 0
-    assert "OK (15 rules, 0 plugins, 0 admin_apis rules, 2 broker_configs rules)" in out
+    assert "OK (16 rules, 0 plugins, 0 admin_apis rules, 2 broker_configs rules)" in out
 
 
 def test_check_refuses_a_bad_file_with_exit_2(
