@@ -8,7 +8,8 @@ What one read asks (T topics, B brokers, G consumer groups, C coordinators, L le
 - then, only when G is within the bound (`max_groups`), FindCoordinator (v4, batched) for
   every group: 1 request; per coordinator, at once: one OffsetFetch (v8, every group of it,
   restricted to the topics' partitions), one DescribeGroups for its classic groups and one
-  ConsumerGroupDescribe for its KIP-848 consumer groups: at most 3 C requests;
+  ConsumerGroupDescribe for its KIP-848 consumer groups, leaving out those ListGroups showed
+  Empty (no members): at most 3 C requests;
 - Fetch, to date the commits of groups without members on the topic: per leader, one request
   per distinct committed offset of a partition (4 KiB per partition: a batch header is
   enough), at once across leaders.
@@ -71,6 +72,8 @@ LATEST = -1
 FETCH_BYTES = 4096
 GROUP_COORDINATOR = 0
 _GONE = frozenset({ErrorCode.group_id_not_found})
+# ListGroups states of groups without members.
+_MEMBERLESS = frozenset({"Empty", "Dead"})
 # ListGroups types whose offsets OffsetFetch does not serve.
 _NOT_OFFSETS = frozenset({"share"})
 
@@ -295,8 +298,10 @@ async def _at_coordinator(
         OffsetFetchRequestTopics(name=TopicName(t), partition_indexes=tuple(i32(p) for p in ps))
         for t, ps in partitions.items()
     )
-    classic = [g for g in ids if listed[g][0] in ("classic", "")]
-    consumer = [g for g in ids if listed[g][0] == "consumer"]
+    # An Empty (or Dead) group has no members to describe: most of a large cluster's groups.
+    live = [g for g in ids if listed[g][1] not in _MEMBERLESS]
+    classic = [g for g in live if listed[g][0] in ("classic", "")]
+    consumer = [g for g in live if listed[g][0] == "consumer"]
     offsets_call = brokers.call(
         node,
         OffsetFetchRequest(

@@ -236,7 +236,9 @@ def test_the_docs_rule_and_described_topic_load_and_its_messages_are_the_example
     live = cluster.topic("shipping.live")
     requests = [
         TopicRequest("shipping.live", Action.DELETE, current=live),
-        TopicRequest("shipping.live", Action.DELETE_RECORDS, current=live, record_offsets=((0, -1),)),
+        TopicRequest(
+            "shipping.live", Action.DELETE_RECORDS, current=live, record_offsets=((0, -1),)
+        ),
     ]
     shown = SECTION.split("**Messages.**")[1].split("```\n")[1].split("```")[0].splitlines()
     judged = [
@@ -244,7 +246,9 @@ def test_the_docs_rule_and_described_topic_load_and_its_messages_are_the_example
     ]
     assert judged == shown
     described = DOC.split("describes `shipping.live` so:")[1].split("```yaml\n")[1].split("```")[0]
-    usage = ClusterSpec.model_validate(yaml.safe_load(described)).build().topic_usage("shipping.live")
+    usage = (
+        ClusterSpec.model_validate(yaml.safe_load(described)).build().topic_usage("shipping.live")
+    )
     assert (
         usage is not None
         and usage.groups_listed == 2
