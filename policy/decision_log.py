@@ -202,7 +202,7 @@ def decision_record(
     if decision.overrides:
         record["overrides"] = [o.to_dict() for o in decision.overrides]
         record["rewritten"] = (rewritten or request).to_dict()
-    usage = (rewritten or request).usage or request.usage
+    usage = (rewritten or request).usage
     if usage is not None:
         record["in_use"] = usage.to_dict()
     return record
