@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from kafka_policy_proxy.policy.cluster import ClusterState
 from kafka_policy_proxy.policy.model import Action, ConfigMap, TopicRequest, TopicState
+from kafka_policy_proxy.policy.usage import TopicUsage
 
 
 def collision_key(name: str) -> str:
@@ -57,6 +58,10 @@ class BatchCluster:
     def total_partitions(self) -> int:
         """As the wrapped cluster."""
         return self._cluster.total_partitions()
+
+    def topic_usage(self, name: str) -> TopicUsage | None:
+        """As the wrapped cluster."""
+        return self._cluster.topic_usage(name)
 
 
 def with_new_names(cluster: ClusterState, requests: Iterable[TopicRequest]) -> ClusterState:

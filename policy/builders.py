@@ -9,6 +9,7 @@ recomputes the requested state exactly as the builder would have with those fact
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from uuid import UUID
 
 from kafka_policy_proxy.policy.cluster import ClusterState
@@ -207,7 +208,10 @@ def resolve(request: TopicRequest, cluster: ClusterState, facts: Iterable[Fact])
         elif request.topic_id is not None:
             current = cluster.topic_by_id(request.topic_id)
     defaults = cluster.broker_default_configs() if Fact.BROKER_DEFAULTS in wanted else None
-    return _with_facts(request, current, defaults)
+    resolved = _with_facts(request, current, defaults)
+    if Fact.TOPIC_USAGE in wanted and resolved.usage is None and resolved.name:
+        return replace(resolved, usage=cluster.topic_usage(resolved.name))
+    return resolved
 
 
 def _alter_configs(
@@ -339,4 +343,5 @@ def _rebuilt(
         requested,
         current,
         request.record_offsets,
+        request.usage,
     )

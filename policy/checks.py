@@ -29,6 +29,7 @@ from kafka_policy_proxy.policy.model import (
     TopicRequest,
 )
 from kafka_policy_proxy.policy.rules import ActionName, ConfigConstraint, Rule
+from kafka_policy_proxy.policy.usage_checks import in_use_checks
 
 ActionKey = tuple[Action, AlterKind | None]
 CheckFn = Callable[[TopicRequest, ClusterState], str | None]
@@ -84,7 +85,7 @@ def _suffix(rule: Rule) -> str:
 
 def compile_rule(rule: Rule) -> list[Check]:
     """Compile a constraint rule's checks, in a fixed order (name, partitions, replication,
-    configs in key order, deny, cluster)."""
+    configs in key order, deny, cluster, in use)."""
     checks: list[Check] = []
     if rule.name_pattern is not None:
         checks.append(_name_pattern(re.compile(rule.name_pattern), rule))
@@ -110,6 +111,12 @@ def compile_rule(rule: Rule) -> list[Check]:
             checks.append(_per_broker_budget(limits.max_partitions_per_broker))
         if limits.max_topics is not None:
             checks.append(_topic_budget(limits.max_topics))
+    if rule.in_use is not None:
+        checks.extend(
+            # The topic's state too: a missing topic is answered as the broker would.
+            Check(frozenset({(action, None)}), fn, frozenset({Fact.TOPIC_USAGE, Fact.TOPIC_STATE}))
+            for action, fn in in_use_checks(rule.in_use, _suffix(rule)).items()
+        )
     return checks
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, JSON, ConfigMap, TopicState
+from kafka_policy_proxy.policy.usage import TopicUsage
 
 # Kafka's own internal topics; the broker marks them internal in Metadata too.
 INTERNAL_TOPICS = frozenset(
@@ -47,6 +48,10 @@ class ClusterState(Protocol):
         """The number of partitions over all topics, internal ones included."""
         ...
 
+    def topic_usage(self, name: str) -> TopicUsage | None:
+        """The topic's latest writes and consumer groups, or None if they were not read."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class InMemoryCluster:
@@ -55,10 +60,12 @@ class InMemoryCluster:
     topics: tuple[TopicState, ...] = ()
     brokers: int = 1
     defaults: ConfigMap = EMPTY_CONFIGS
+    usage: tuple[TopicUsage, ...] = ()
     _by_name: Mapping[str, TopicState] = field(init=False, repr=False, compare=False)
     _by_id: Mapping[str, TopicState] = field(init=False, repr=False, compare=False)
     _names: tuple[frozenset[str], frozenset[str]] = field(init=False, repr=False, compare=False)
     _partitions: int = field(init=False, repr=False, compare=False)
+    _usage: Mapping[str, TopicUsage] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Computed once: the engine may ask for these on every request.
@@ -68,6 +75,7 @@ class InMemoryCluster:
         internal = frozenset(t.name for t in self.topics if is_internal(t.name, t.internal))
         object.__setattr__(self, "_names", (everything - internal, everything))
         object.__setattr__(self, "_partitions", sum(t.partitions for t in self.topics))
+        object.__setattr__(self, "_usage", {u.topic: u for u in self.usage})
 
     @classmethod
     def of(
@@ -75,9 +83,10 @@ class InMemoryCluster:
         topics: Iterable[TopicState] = (),
         brokers: int = 1,
         defaults: Mapping[str, str | None] | None = None,
+        usage: Iterable[TopicUsage] = (),
     ) -> InMemoryCluster:
         """Build from any iterables and mappings."""
-        return cls(tuple(topics), brokers, ConfigMap(defaults or {}))
+        return cls(tuple(topics), brokers, ConfigMap(defaults or {}), tuple(usage))
 
     def topic(self, name: str) -> TopicState | None:
         """The current state of the topic with this name, or None."""
@@ -103,13 +112,20 @@ class InMemoryCluster:
         """The number of partitions over all topics."""
         return self._partitions
 
+    def topic_usage(self, name: str) -> TopicUsage | None:
+        """The topic's in-use facts, if they were read or described."""
+        return self._usage.get(name)
+
     def to_dict(self) -> JSON:
         """Return a JSON-ready dict."""
-        return {
+        data: JSON = {
             "topics": [t.to_dict() for t in self.topics],
             "brokers": self.brokers,
             "defaults": dict(self.defaults),
         }
+        if self.usage:
+            data["usage"] = [u.to_dict() for u in self.usage]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InMemoryCluster:
@@ -118,4 +134,5 @@ class InMemoryCluster:
             (TopicState.from_dict(t) for t in data.get("topics") or ()),
             data.get("brokers", 1),
             data.get("defaults") or {},
+            (TopicUsage.from_dict(u) for u in data.get("usage") or ()),
         )

@@ -200,6 +200,9 @@ def decision_record(
         record["budgets"] = [b.to_dict() for b in decision.budgets]
     if decision.waived:
         record["waived"] = [w.to_dict() for w in decision.waived]
+    usage = (rewritten or request).usage
+    if usage is not None:
+        record["in_use"] = usage.to_dict()
     return record
 
 
@@ -411,6 +414,37 @@ class RecordedSummary(_Strict):
     unsampled: int = Field(ge=0, description="topics recorded only in the counts")
 
 
+class RecordedGroupUsage(_Strict):
+    """One consumer group as the in-use check saw it on the topic."""
+
+    group: str
+    state: str = Field(description="as its coordinator reports it (Stable, Empty, ...)")
+    members: bool = Field(description="a member is assigned or subscribed to the topic")
+    committed: dict[str, int] = Field(description="partition -> committed offset")
+    consumed_at: dict[str, datetime] = Field(
+        description="partition -> timestamp of the last record the group had consumed (the "
+        "batch holding committed offset - 1): a lower bound on the commit's time; a partition "
+        "left out could not be dated"
+    )
+
+
+class RecordedUsage(_Strict):
+    """The in-use facts a delete or DeleteRecords was judged on (an `in_use` rule)."""
+
+    topic: str
+    read_at: datetime = Field(description="when they were read: every window ends here")
+    latest: dict[str, datetime] = Field(
+        description="partition -> latest record timestamp (ListOffsets MAX_TIMESTAMP)"
+    )
+    ends: dict[str, int] = Field(description="partition -> high watermark")
+    groups: list[RecordedGroupUsage] = Field(
+        description="groups with members on the topic or offsets committed on it"
+    )
+    groups_listed: int = Field(
+        ge=0, description="consumer groups in the cluster; none examined when over the bound"
+    )
+
+
 class DecisionRecord(_Strict):
     """The audit event: the schema of `decision_record()` output, and its validator."""
 
@@ -489,6 +523,11 @@ class DecisionRecord(_Strict):
         None,
         description="a summary record's counts and sample (schema 3, `resource_type: "
         "topics`); absent in every other record",
+    )
+    in_use: RecordedUsage | None = Field(
+        None,
+        description="the in-use facts (latest writes, consumer groups) an `in_use` rule read "
+        "for this delete or DeleteRecords; absent otherwise",
     )
 
     @model_validator(mode="after")

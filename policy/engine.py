@@ -52,7 +52,9 @@ from kafka_policy_proxy.policy.streams import compile_streams
 
 logger = logging.getLogger(__name__)
 
-ALL_FACTS = frozenset(Fact)
+# What a plugin without `needs` reads: every fact but the costly in-use facts, which a plugin
+# must name.
+ALL_FACTS = frozenset(Fact) - {Fact.TOPIC_USAGE}
 UNKNOWN_TOPIC_RULE = "unknown-topic"
 _GLOB_CHARS = frozenset("*?[")
 
@@ -277,6 +279,19 @@ class CompiledPolicy:
             revision=state["revision"],
             base_dir=state.get("base_dir"),
         )
+
+    def reads_usage(self, action: Action) -> bool:
+        """Whether any rule or plugin may read the in-use facts of this action's requests."""
+        entries = self._plans.get((action, None), ())
+        plugins = (p.facts for p in self._plugins if (action, None) in p.keys)
+        return any(Fact.TOPIC_USAGE in e.facts for e in entries) or any(
+            Fact.TOPIC_USAGE in facts for facts in plugins
+        )
+
+    @property
+    def max_groups(self) -> int:
+        """The most consumer groups any `in_use` rule examines (the proxy's read bound)."""
+        return max((r.in_use.max_groups for r in self.document.rules if r.in_use), default=0)
 
     @property
     def rule_names(self) -> tuple[str, ...]:

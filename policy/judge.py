@@ -71,6 +71,9 @@ class FactQuery:
     all_topics: bool = False
     # With BUDGET_USAGE: the topics whose configs the budgets read (TOPIC_STATE for them).
     scoped: BudgetScope | None = None
+    # TOPIC_USAGE is read only for these topics, and those these ids name (deletes by id).
+    usage: frozenset[str] = frozenset()
+    usage_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,17 +146,30 @@ class Judgement:
         facts: set[Fact] = set()
         names: set[str] = set()
         ids: set[str] = set()
+        usage: set[str] = set()
+        usage_ids: set[str] = set()
         for request, needed in zip(self._requests, self._needs, strict=True):
             if not request.name:
                 needed |= {Fact.TOPIC_STATE}  # a delete by topic id needs the topic's name
+                if request.topic_id is not None and policy.reads_usage(request.action):
+                    needed |= {Fact.TOPIC_USAGE}  # an in_use rule may select the name
+                    usage_ids.add(request.topic_id)
+            elif Fact.TOPIC_USAGE in needed and request.usage is None:
+                usage.add(request.name)
             facts |= needed
             if Fact.TOPIC_STATE in needed and request.current is None:
                 if request.topic is not None:
                     names.add(request.topic)
                 elif request.topic_id is not None:
                     ids.add(request.topic_id)
-        scoped = retention_scope(policy.budgets, self._requests)
-        self.query = FactQuery(frozenset(facts), frozenset(names), frozenset(ids), scoped=scoped)
+        self.query = FactQuery(
+            frozenset(facts),
+            frozenset(names),
+            frozenset(ids),
+            scoped=retention_scope(policy.budgets, self._requests),
+            usage=frozenset(usage),
+            usage_ids=frozenset(usage_ids),
+        )
 
     def decide(self, facts: Facts) -> list[Verdict]:
         """Fold the facts into each request and evaluate it."""
@@ -241,7 +257,7 @@ class BrokerConfigJudgement:
             for r, g in zip(self._requests, self._grants, strict=True)
         )
         self.query = (
-            FactQuery(frozenset(Fact), all_topics=True)
+            FactQuery(frozenset(Fact) - {Fact.TOPIC_USAGE}, all_topics=True)
             if any(self._needs)
             else FactQuery(frozenset())
         )

@@ -37,6 +37,7 @@ _CONSTRAINT_FIELDS = (
     "configs",
     "deny",
     "cluster",
+    "in_use",
 )
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NoReturn
 
+from kafka_policy_proxy.policy.usage import TopicUsage
+
 JSON = dict[str, Any]
 
 
@@ -57,6 +59,9 @@ class Fact(StrEnum):
     TOTAL_PARTITIONS = "total_partitions"
     # Every topic a budget counts: the topic list, and the configs of those in its scope.
     BUDGET_USAGE = "budget_usage"
+    # Latest writes and consumer groups of a topic (policy/usage.py): read only for the
+    # requests an `in_use` rule selects, and never from a cache.
+    TOPIC_USAGE = "topic_usage"
 
 
 class ConfigMap(dict[str, str | None]):
@@ -281,6 +286,8 @@ class TopicRequest:
     requested: RequestedState = field(default_factory=RequestedState)
     current: TopicState | None = None
     record_offsets: tuple[tuple[int, int], ...] = ()
+    # The in-use facts folded in for an `in_use` rule; recorded as the event's `in_use`.
+    usage: TopicUsage | None = None
     # The topic name, else the current state's (deletes by topic id), else "". A field, not a
     # property: every check reads it.
     name: str = field(init=False, repr=False, compare=False)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kafka_policy_proxy.policy.cluster import ClusterState
 from kafka_policy_proxy.policy.model import ConfigMap, TopicState
+from kafka_policy_proxy.policy.usage import TopicUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,10 @@ class WithTopic:
         before = known.partitions if known is not None else 0
         return self.base.total_partitions() - before + self.state.partitions
 
+    def topic_usage(self, name: str) -> TopicUsage | None:
+        """The base's in-use facts."""
+        return self.base.topic_usage(name)
+
 
 @dataclass(frozen=True, slots=True)
 class OtherTopics:
@@ -83,3 +88,7 @@ class OtherTopics:
         """The other topics' partitions, internal ones included."""
         own = self.base.topic(self.name)
         return self.base.total_partitions() - (own.partitions if own is not None else 0)
+
+    def topic_usage(self, name: str) -> TopicUsage | None:
+        """The base's in-use facts of another topic; None for the topic left out."""
+        return None if name == self.name else self.base.topic_usage(name)

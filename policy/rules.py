@@ -180,6 +180,51 @@ class StreamsSpec(_Strict):
     )
 
 
+IN_USE_ACTIONS = frozenset({"delete", "delete_records"})
+# Consumer groups the in-use check examines unless a rule says otherwise.
+DEFAULT_MAX_GROUPS = 1000
+
+
+class InUseConstraint(_Strict):
+    """The in-use guard on deletes and DeleteRecords (docs/policy.md, "In-use guards").
+
+    A topic is in use when a partition's latest record is younger than `written_within`, or
+    a consumer group uses it: members assigned or subscribed to it, or offsets committed on
+    it within `consumed_within` (any commit, whatever its age, when that is left out).
+    """
+
+    written_within: Bound | None = Field(
+        default=None,
+        description="deny a delete while a partition's latest record is this recent ('15m'); "
+        "writes are not checked if absent",
+    )
+    consumed_within: Bound | None = Field(
+        default=None,
+        description="a group that consumed this recently ('15m') is active; every group with "
+        "committed offsets is, if absent",
+    )
+    max_groups: PositiveInt = Field(
+        default=DEFAULT_MAX_GROUPS,
+        description="deny when the cluster has more consumer groups than this to examine",
+    )
+
+    @field_validator("written_within", "consumed_within", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError("must be a duration such as '15m', or milliseconds")
+        if parse_bound(value, ConfigType.DURATION) < 0:
+            raise ValueError("must not be negative")
+        return value
+
+    def window_ms(self, key: Literal["written_within", "consumed_within"]) -> int | None:
+        """The window in milliseconds, or None where it is not set."""
+        value = getattr(self, key)
+        return None if value is None else int(parse_bound(value, ConfigType.DURATION))
+
+
 JavaInterface = Literal["create", "alter_config"]
 JavaConfigValue = str | int | float | bool
 
@@ -229,8 +274,27 @@ class Rule(_Strict):
     )
     streams: StreamsSpec | None = None
     java_policy: JavaPolicySpec | None = None
+    in_use: InUseConstraint | None = Field(
+        default=None,
+        description="deny deleting a topic, or its records, that is still written or read",
+    )
 
     _regex = field_validator("name_pattern")(_check_regex)
+
+    @field_validator("in_use")
+    @classmethod
+    def _deletes_only(
+        cls, value: InUseConstraint | None, info: ValidationInfo
+    ) -> InUseConstraint | None:
+        match = info.data.get("match")
+        actions = set(match.actions or ()) if isinstance(match, Selector) else set()
+        others = sorted(actions - IN_USE_ACTIONS)
+        if value is not None and others:
+            raise ValueError(
+                f"applies to delete and delete_records only; match.actions also names "
+                f"{', '.join(others)}"
+            )
+        return value
 
 
 class PluginSpec(_Strict):

@@ -73,10 +73,13 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def replay_batch(
-    replayer: Replayer, texts: pa.Array, micros: pa.Array | None = None
+    replayer: Replayer,
+    texts: pa.Array,
+    micros: pa.Array | None = None,
+    in_use: pa.Array | None = None,
 ) -> pa.StructArray:
-    """Replay a batch of request JSON texts, each at its event's time (epoch microseconds):
-    a RESULT per text."""
+    """Replay a batch of request JSON texts, each at its event's time (epoch microseconds) with
+    its event's `in_use`: a RESULT per text."""
     decisions: list[str] = []
     rules: list[list[str]] = []
     messages: list[list[str]] = []
@@ -84,10 +87,10 @@ def replay_batch(
     reasons: list[str | None] = []
     replay = replayer.replay
     times = [None] * len(texts) if micros is None else micros.to_pylist()
-    for text, us in zip(texts.to_pylist(), times, strict=True):
-        decision, rule, message, deny, reason = replay(
-            text, None if us is None else EPOCH + timedelta(microseconds=us)
-        )
+    facts = [None] * len(texts) if in_use is None else in_use.to_pylist()
+    for text, us, used in zip(texts.to_pylist(), times, facts, strict=True):
+        moment = None if us is None else EPOCH + timedelta(microseconds=us)
+        decision, rule, message, deny, reason = replay(text, moment, used)
         decisions.append(decision)
         rules.append(rule)
         messages.append(message)
@@ -101,16 +104,16 @@ def replay_batch(
 
 def replay_udf(
     policy_text: str, policy_name: str, cluster_text: str | None
-) -> Callable[[Column, Column], Column]:
-    """The Arrow UDF: (request JSON, time in epoch microseconds) -> struct<decision, rules,
-    messages, denying, reason>."""
+) -> Callable[[Column, Column, Column], Column]:
+    """The Arrow UDF: (request JSON, time in epoch microseconds, in_use JSON) ->
+    struct<decision, rules, messages, denying, reason>."""
 
-    def replay(batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
+    def replay(batches: Iterator[tuple[pa.Array, pa.Array, pa.Array]]) -> Iterator[pa.Array]:
         # Compiled once per worker process and reused by every task and batch.
         cluster = None if cluster_text is None else shipped_cluster(cluster_text)
         replayer = Replayer(compiled(policy_text, policy_name), cluster)
-        for texts, micros in batches:
-            yield replay_batch(replayer, texts, micros)
+        for texts, micros, in_use in batches:
+            yield replay_batch(replayer, texts, micros, in_use)
 
     # The kind (iterator of arrays) comes from the type hints; the stubs only know it spelled out.
     return arrow_udf(replay, RESULT_DDL)  # type: ignore[call-overload, no-any-return]
@@ -144,7 +147,9 @@ def replay_lines(
         F.col("violations.rule").alias("old_rules"),
         F.transform(enforced, lambda v: v["rule"]).alias("old_denying"),
         # Bad lines skip the evaluation (a null request comes back as an error, then dropped).
-        evaluate(F.when(good, F.col("request")), F.unix_micros(F.col("time"))).alias("new"),
+        evaluate(
+            F.when(good, F.col("request")), F.unix_micros(F.col("time")), F.col("in_use")
+        ).alias("new"),
     )
     flip = flip_column(F.col("old_decision"), F.col("new.decision"))
     no_rules = F.array().cast("array<string>")

@@ -1,6 +1,7 @@
 """One recorded request judged again: the candidate policy's decision, and why it is unknown.
 
-`Replayer.replay` takes a decision record's `request` as JSON text, reads it back
+`Replayer.replay` takes a decision record's `request` as JSON text (and its `in_use`, the
+in-use facts the decision saw, if any), reads it back
 (`policy.decision_reader`) and judges it with the one judge (`policy.judge`), as the proxy
 would have with the candidate policy, using the facts the event recorded
 (`policy.offline.recorded_facts.RecordedFacts`) and, if given, a snapshot's cluster:
@@ -30,6 +31,8 @@ Spark job calls it on the executors, batch by batch (`pipeline.jobs.replay_evalu
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime
 
 from kafka_policy_proxy.policy.admin_apis import AdminDecision, AdminRequest
@@ -53,6 +56,7 @@ from kafka_policy_proxy.policy.judge import (
 )
 from kafka_policy_proxy.policy.model import Decision, Fact, Mode, TopicRequest
 from kafka_policy_proxy.policy.offline.recorded_facts import RecordedFacts, missing_facts
+from kafka_policy_proxy.policy.usage import TopicUsage
 
 UNKNOWN = "unknown"
 ERROR = "error"
@@ -81,8 +85,11 @@ class Replayer:
         self._reasons: dict[frozenset[Fact], str] = {}
         self._reader = RequestReader()
 
-    def replay(self, text: str | None, time: datetime | None = None) -> Row:
-        """One request's JSON text, judged at its event's `time` -> new decision, rules,
+    def replay(
+        self, text: str | None, time: datetime | None = None, in_use: str | None = None
+    ) -> Row:
+        """One request's JSON text (and its event's `in_use` JSON), judged at its event's
+        `time` -> new decision, rules,
         messages, denying rules, reason."""
         try:
             if text is None:
@@ -99,6 +106,8 @@ class Replayer:
                 return _row(judge_admin(self.policy, request), None)
             if isinstance(request, BrokerConfigRequest):
                 return self._broker_config(request)
+            if in_use is not None and in_use != "null":
+                request = replace(request, usage=TopicUsage.from_dict(json.loads(in_use)))
             return self._topic(request, time)
         except Exception as exc:
             return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")

@@ -42,10 +42,14 @@ from kafka_policy_proxy.policy.decision_log import (
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
-# Derived from the record's owner. `request` (and `rewritten`, what overrides made of it) are
-# kept as the JSON text of the object: only replay parses the request, in Python, and replays
-# it from what the client sent. A v1 event reads with the six v2 fields null.
-AUDIT_SCHEMA = struct_type(json_schema(), {"request": StringType(), "rewritten": StringType()})
+# Derived from the record's owner. `request` (and `rewritten`, what overrides made of it, and
+# `in_use`, the in-use facts judged) are kept as the JSON text of the object: only replay
+# parses them, in Python, and replays the request from what the client sent, on those facts.
+# A v1 event reads with the six v2 fields null.
+AUDIT_SCHEMA = struct_type(
+    json_schema(),
+    {"request": StringType(), "rewritten": StringType(), "in_use": StringType()},
+)
 # Where each line came from and, for a bad one, why: `line` counts from 1 in its file; `kind`
 # is one of audit_lines.KINDS and `problem` the reason (both null for a good event); `sample`
 # is the bad line's first 200 bytes.

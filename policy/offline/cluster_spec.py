@@ -3,12 +3,57 @@ offline tools read it, and the in-memory cluster state it builds."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import Field, model_validator
 
 from kafka_policy_proxy.policy import builders
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.model import ConfigMap, TopicState, freeze_assignment
 from kafka_policy_proxy.policy.offline.request_spec import Configs, Replicas, Strict
+from kafka_policy_proxy.policy.usage import GroupUsage, TopicUsage, epoch_ms
+
+
+class GroupUsageSpec(Strict):
+    """A consumer group as the in-use check would find it on the topic."""
+
+    group: str
+    state: str = "Empty"
+    members: bool = Field(default=False, description="members assigned/subscribed to it")
+    committed: dict[int, int] = Field(default_factory=dict, description="partition -> offset")
+    consumed_at: dict[int, datetime] = Field(
+        default_factory=dict,
+        description="partition -> timestamp of the last record consumed (left out: undatable)",
+    )
+
+    def build(self) -> GroupUsage:
+        """The frozen group usage this describes."""
+        return GroupUsage.from_dict(self.model_dump())
+
+
+class UsageSpec(Strict):
+    """A topic's in-use facts: when they were read, its latest writes and consumer groups."""
+
+    read_at: datetime
+    latest: dict[int, datetime] = Field(
+        default_factory=dict, description="partition -> latest record timestamp"
+    )
+    ends: dict[int, int] = Field(default_factory=dict, description="partition -> high watermark")
+    groups: list[GroupUsageSpec] = Field(default_factory=list)
+    groups_listed: int | None = Field(
+        default=None, ge=0, description="consumer groups in the cluster; `groups` count if absent"
+    )
+
+    def build(self, topic: str) -> TopicUsage:
+        """The frozen topic usage this describes."""
+        return TopicUsage(
+            topic=topic,
+            read_at=epoch_ms(self.read_at),
+            latest=tuple(sorted((p, epoch_ms(t)) for p, t in self.latest.items())),
+            ends=tuple(sorted(self.ends.items())),
+            groups=tuple(g.build() for g in self.groups),
+            groups_listed=len(self.groups) if self.groups_listed is None else self.groups_listed,
+        )
 
 
 class TopicSpec(Strict):
@@ -27,6 +72,9 @@ class TopicSpec(Strict):
     overrides: list[str] | None = None
     internal: bool = False
     marked_for_deletion: bool = False
+    in_use: UsageSpec | None = Field(
+        default=None, description="its in-use facts, for `in_use` rules (absent: not read)"
+    )
 
     @model_validator(mode="after")
     def _overrides_have_values(self) -> TopicSpec:
@@ -65,4 +113,5 @@ class ClusterSpec(Strict):
             ),
             self.brokers,
             self.defaults,
+            (t.in_use.build(t.name) for t in self.topics if t.in_use is not None),
         )

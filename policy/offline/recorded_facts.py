@@ -33,9 +33,15 @@ CLUSTER_WIDE = frozenset(
     {Fact.TOPIC_NAMES, Fact.BROKER_COUNT, Fact.TOTAL_PARTITIONS, Fact.BUDGET_USAGE}
 )
 # Facts `resolve` folds into the request itself.
-ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS})
+ON_REQUEST = frozenset({Fact.TOPIC_STATE, Fact.BROKER_DEFAULTS, Fact.TOPIC_USAGE})
+USAGE_NOT_RECORDED = (
+    "needs the in-use facts (latest writes, consumer groups), which only an event judged by "
+    "an in_use rule records"
+)
 
 _NOT_RECORDED: dict[frozenset[Fact], str] = {}
+# The actions whose checks read the in-use facts.
+_USED = frozenset({Action.DELETE, Action.DELETE_RECORDS})
 
 
 def defaults_folded(request: TopicRequest) -> bool | None:
@@ -72,6 +78,8 @@ def missing_facts(request: TopicRequest, needs: frozenset[Fact]) -> frozenset[Fa
         missing |= {Fact.TOPIC_STATE}
     if Fact.BROKER_DEFAULTS in needs and defaults_folded(request) is False:
         missing |= {Fact.BROKER_DEFAULTS}
+    if Fact.TOPIC_USAGE in needs and request.usage is None and request.action in _USED:
+        missing |= {Fact.TOPIC_USAGE}
     return missing
 
 
@@ -86,7 +94,11 @@ def not_recorded(missing: frozenset[Fact]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RecordedFacts:
-    """A `FactSource` for one recorded request: its own facts, then the snapshot's, if any."""
+    """A `FactSource` for one recorded request: its own facts, then the snapshot's, if any.
+
+    The in-use facts come from the event (`in_use`, folded into `request.usage`): a snapshot
+    holds them only where it was described with them.
+    """
 
     request: TopicRequest
     snapshot: ClusterState | None = None
@@ -97,6 +109,16 @@ class RecordedFacts:
         missing = missing_facts(request, needs) if needs else needs
         if not missing:
             return Facts(self.snapshot, frozenset()) if self.snapshot is not None else NO_FACTS
+        # A topic the snapshot lacks is answered unknown-topic; one it has needs the facts.
+        snapshot = self.snapshot
+        if Fact.TOPIC_USAGE in missing and (
+            snapshot is None
+            or (
+                snapshot.topic_usage(request.name) is None
+                and (request.current is not None or snapshot.topic(request.name) is not None)
+            )
+        ):
+            raise FactsNotRecorded(USAGE_NOT_RECORDED)
         if self.snapshot is None:
             raise FactsNotRecorded(not_recorded(missing))
         cluster = self.snapshot

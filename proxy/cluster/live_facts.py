@@ -74,10 +74,15 @@ class LiveFacts:
         self._executor = executor
 
     async def read(
-        self, query: FactQuery, fresh: Collection[Fact] = (), since: float | None = None
+        self,
+        query: FactQuery,
+        fresh: Collection[Fact] = (),
+        since: float | None = None,
+        max_groups: int = 0,
     ) -> Facts:
         """The facts for the query, every one of them folded into the requests; those in
-        `fresh` read after the reader's mark `since`."""
+        `fresh` read after the reader's mark `since`; the in-use facts always read now,
+        examining at most `max_groups` consumer groups."""
         if not query.facts:
             return NO_FACTS
         names: Collection[str] = query.names
@@ -93,6 +98,11 @@ class LiveFacts:
                 names = {n for n in listing.topic_names() if scoped(n)} | query.names
                 wanted = wanted | {Fact.TOPIC_STATE}
         cluster = await self._reader.snapshot(wanted, names, query.ids, fresh=fresh, since=since)
+        if Fact.TOPIC_USAGE in query.facts:
+            by_id = (cluster.topic_by_id(i) for i in query.usage_ids)
+            used = set(query.usage) | {state.name for state in by_id if state is not None}
+            usage = await self._reader.usage(used, max_groups)
+            cluster = replace(cluster, usage=tuple(usage.values()))
         return Facts(cluster, query.facts)
 
     async def judge_broker_configs(
@@ -132,8 +142,11 @@ class LiveFacts:
         if query.ids:
             query = replace(query, ids=frozenset(self._ids_to_read(query.ids)))
         try:
+            groups = policy.max_groups
             verdicts = await self._decide(
-                judgement, await self._read(query, fresh, since, pending), len(requests)
+                judgement,
+                await self._read(query, fresh, since, pending, groups),
+                len(requests),
             )
             for pause in self._resolve_retry_s:
                 unknown = [i for i in unresolved_ids(verdicts) if i in query.ids]
@@ -146,7 +159,9 @@ class LiveFacts:
                 if any(again.topic_by_id(i) is not None for i in unknown):
                     # The rest was read after `since` already: this re-read finds it cached.
                     verdicts = await self._decide(
-                        judgement, await self._read(query, fresh, since, pending), len(requests)
+                        judgement,
+                        await self._read(query, fresh, since, pending, groups),
+                        len(requests),
                     )
         except ClusterStateUnavailable as exc:
             return judgement.unavailable(str(exc))
@@ -158,8 +173,9 @@ class LiveFacts:
         fresh: Collection[Fact],
         since: float,
         pending: Sequence[TopicState],
+        max_groups: int,
     ) -> Facts:
-        facts = await self.read(query, fresh, since)
+        facts = await self.read(query, fresh, since, max_groups)
         if not pending or not isinstance(facts.cluster, InMemoryCluster):
             return facts
         return Facts(with_pending(facts.cluster, pending), facts.resolve)

@@ -7,6 +7,8 @@ Cost per fact, on a cache miss (connection set-up and SASL not counted):
   by the four (a retention budget also reads its scope's topics as TOPIC_STATE: their configs).
 - BROKER_DEFAULTS: one DescribeConfigs on the connected broker (plus one Metadata the first
   time on a connection, to learn the broker ids).
+- TOPIC_USAGE: never cached; `usage()` reads it afresh for every request an `in_use` rule
+  selects (proxy/cluster/usage_reads.py says what that costs), within `usage_timeout_s`.
 
 What is read is kept in a FactCache (proxy/cluster/fact_cache.py, which also says what a
 forwarded change does to it); a key being read is not read again by another caller, who joins
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -30,7 +33,8 @@ from typing import Any, TypeVar
 from kafka_policy_proxy.codec.topic_view import ConfigResourceItem
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.model import EMPTY_CONFIGS, Fact, TopicState
-from kafka_policy_proxy.proxy.cluster.client import SaslLogin
+from kafka_policy_proxy.policy.usage import TopicUsage
+from kafka_policy_proxy.proxy.cluster.client import KafkaClient, SaslLogin
 from kafka_policy_proxy.proxy.cluster.connection import ClusterConnection
 from kafka_policy_proxy.proxy.cluster.discovery import BrokerDiscovery
 from kafka_policy_proxy.proxy.cluster.fact_cache import (
@@ -60,10 +64,13 @@ from kafka_policy_proxy.proxy.cluster.unapplied_changes import (
     UnappliedChanges,
     shown_by,
 )
-from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
+from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable, ReadFailed
+from kafka_policy_proxy.proxy.cluster.usage_reads import read_usage
 from kafka_policy_proxy.proxy.metrics import CLUSTER_STATE_REQUESTS
 
 V = TypeVar("V")
+# The in-use read asks every broker and each group coordinator: bounded as a whole.
+USAGE_TIMEOUT_S = 15.0
 Read = asyncio.Task[dict[Key, Any]]
 Fetch = Callable[[ClusterConnection, list[Key]], Awaitable[Mapping[Key, V]]]
 
@@ -87,10 +94,14 @@ class ClusterStateReader:
         applied_wait_s: float = APPLIED_WAIT_S,
         connections: int = 2,
         unknown_id_ttl_s: float = 2.0,
+        usage_timeout_s: float = USAGE_TIMEOUT_S,
     ) -> None:
         self._pool = ConnectionPool(
             bootstrap, connections, request_timeout_s=request_timeout_s, sasl=sasl, tls=tls
         )
+        # The in-use read opens its own connections to every broker it asks.
+        self._connect = partial(KafkaClient.connect, deadline=request_timeout_s, sasl=sasl, tls=tls)
+        self.usage_timeout_s = usage_timeout_s
         self._discovery = discovery or BrokerDiscovery()
         self._cache: FactCache[Read] = FactCache(ttl_s, unknown_id_ttl_s)
         self._tasks: set[Read] = set()
@@ -274,6 +285,27 @@ class ClusterStateReader:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._pool.close()
+
+    async def usage(self, topics: Collection[str], max_groups: int) -> dict[str, TopicUsage]:
+        """The in-use facts of these topics (the existing ones), read now, never cached: a
+        delete is judged on what the cluster shows after it arrived. The whole read is bounded
+        by `usage_timeout_s`; any failure raises ClusterStateUnavailable (fail closed)."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        read_at = round(time.time() * 1000)
+
+        async def fetch(conn: ClusterConnection) -> dict[str, TopicUsage]:
+            try:
+                async with asyncio.timeout(self.usage_timeout_s):
+                    return await read_usage(conn, self._connect, names, max_groups, read_at)
+            except TimeoutError:
+                raise ReadFailed(f"timed out after {self.usage_timeout_s:g} s") from None
+
+        async with self._pool.lease(len(names)) as conn:
+            return await conn.read(
+                f"the in-use facts of topic(s) {quoted(names)}", lambda: fetch(conn)
+            )
 
     # -- uncached reads, for callers that page through the cluster themselves (snapshot)
 

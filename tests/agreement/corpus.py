@@ -2,6 +2,7 @@
 
 The mix covers what the entry points could disagree on: topics missing from the cluster,
 audit-mode rules, principal and client-id selectors, Kafka Streams internal topics (KIP-698),
+in-use facts (an orders-in-use rule on orders.v1),
 broker defaults (-1 partitions, configs left to the default, reset configs), every action,
 and deletes by name, by known id and by unknown id.
 """
@@ -35,6 +36,11 @@ EXTRA_RULES: list[dict[str, Any]] = [
         "configs": {"cleanup.policy": {"values": ["delete"]}},
     },
     {"name": "topic-limit", "cluster": {"max_topics": 9}},
+    {
+        "name": "orders-in-use",
+        "match": {"topic_prefix": "orders.", "actions": ["delete", "delete_records"]},
+        "in_use": {"written_within": "15m", "consumed_within": "15m"},
+    },
 ]
 # With the example policy's: a per-principal budget the corpus's principals fill, and a
 # retention budget (partitions x retention.bytes, -1 unlimited).
@@ -89,8 +95,19 @@ DEFAULTS = {
     "segment.bytes": "1073741824",
     "retention.bytes": "1073741824",
 }
+# What the in-use guard (the orders-in-use rule) reads of orders.v1: a live group,
+# and a stopped one whose commit lies within the window.
+IN_USE = {
+    "read_at": "2026-11-22T04:47:00Z",
+    "latest": {"0": "2026-11-22T04:00:00Z"},
+    "ends": {"0": 120},
+    "groups": [
+        {"group": "billing", "state": "Stable", "members": True, "committed": {"0": 120}},
+        {"group": "audit", "committed": {"0": 60}, "consumed_at": {"0": "2026-11-22T04:40:00Z"}},
+    ],
+}
 EXISTING: list[dict[str, Any]] = [
-    {"name": "orders.v1", "partitions": 12},
+    {"name": "orders.v1", "partitions": 12, "in_use": IN_USE},
     {"name": "orders_v2", "partitions": 3},
     {"name": "payments.ledger", "partitions": 6, "configs": {"cleanup.policy": "compact"}},
     {"name": "sandbox.tmp", "partitions": 3, "configs": {"retention.ms": "3600000"}},

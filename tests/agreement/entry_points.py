@@ -147,7 +147,9 @@ def _replay(setting: Setting, snapshot: InMemoryCluster | None) -> Outcomes:
     results: Outcomes = {}
     for index, record in _records(setting).items():
         text = json.dumps(record["request"], separators=(",", ":"))
-        decision, rules, *_ = replayer.replay(text, datetime.fromisoformat(record["time"]))
+        in_use = json.dumps(record["in_use"]) if "in_use" in record else None
+        time = datetime.fromisoformat(record["time"])
+        decision, rules, *_ = replayer.replay(text, time, in_use)
         results[index] = (record["topic"], decision, tuple(rules))
     return results
 

@@ -46,6 +46,7 @@ def test_the_corpus_exercises_what_copies_used_to_disagree_on(
         "protected-topics",
         "per-user-partitions",
         "payments-replicas",
+        "orders-in-use",
     ):
         assert rules[rule] > 10, (rule, rules)
 

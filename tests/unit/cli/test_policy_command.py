@@ -26,7 +26,7 @@ def test_check_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert code == 0
     assert (
-        "OK (15 rules, 0 plugins, 0 admin_apis rules, 2 broker_configs rules, 1 exceptions)" in out
+        "OK (16 rules, 0 plugins, 0 admin_apis rules, 2 broker_configs rules, 1 exceptions)" in out
     )
 
 

@@ -49,8 +49,8 @@ def cluster(*topics: TopicState, brokers: int = 3) -> InMemoryCluster:
 
 
 # The record fields written only where they apply, in the schema's order: overrides changed
-# the request; budgets judged it; exceptions waived; a summary record.
-OPTIONAL = ("overrides", "rewritten", "budgets", "waived", "summary")
+# the request; budgets judged it; exceptions waived; a summary record; an in_use rule read facts.
+OPTIONAL = ("overrides", "rewritten", "budgets", "waived", "summary", "in_use")
 
 
 def always() -> list[str]:

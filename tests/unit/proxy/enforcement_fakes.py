@@ -33,6 +33,7 @@ class FakeReader:
         self.defaults_invalidated = 0
         self.applied: list[Any] = []  # the broker config changes to wait for
         self.fresh: list[frozenset[Fact]] = []  # the facts each snapshot had to read fresh
+        self.usage_asked: list[tuple[frozenset[str], int]] = []  # in-use reads: topics, bound
 
     async def snapshot(
         self,
@@ -48,6 +49,13 @@ class FakeReader:
         if self.unavailable:
             raise ClusterStateUnavailable("cannot connect to any bootstrap server (refused)")
         return self.cluster
+
+    async def usage(self, topics: Collection[str], max_groups: int) -> dict[str, Any]:
+        self.usage_asked.append((frozenset(topics), max_groups))
+        if self.unavailable:
+            raise ClusterStateUnavailable("cannot read the in-use facts (refused)")
+        found = {t: self.cluster.topic_usage(t) for t in topics}
+        return {t: u for t, u in found.items() if u is not None}
 
     def mark(self) -> int:
         return 0
