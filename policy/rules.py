@@ -6,7 +6,16 @@ import re
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from kafka_policy_proxy.codec.api_classes import ADMIN_API_NAMES
 from kafka_policy_proxy.policy.configs import ConfigType
@@ -311,6 +320,28 @@ class BrokerConfigRule(_Strict):
         return value
 
 
+TeamName = Annotated[str, StringConstraints(pattern=RULE_NAME)]
+Regex = Annotated[str, AfterValidator(_check_regex)]
+
+
+class OwnerSpec(_Strict):
+    """The topics one team owns, for the scan's reports per team (`policy.owners`)."""
+
+    topic_prefixes: list[str] = Field(
+        default_factory=list, description="the team owns topics whose names start with one of these"
+    )
+    topics: list[Regex] = Field(
+        default_factory=list,
+        description="regexes matched against the whole, exact topic name",
+    )
+
+    @model_validator(mode="after")
+    def _owns_something(self) -> OwnerSpec:
+        if not self.topic_prefixes and not self.topics:
+            raise ValueError("an owner needs `topic_prefixes` or `topics`")
+        return self
+
+
 class PolicyDocument(_Strict):
     """A whole policy file."""
 
@@ -331,4 +362,9 @@ class PolicyDocument(_Strict):
         default_factory=list,
         description="who may change broker, cluster-default, logger, group and client-metrics "
         "configs; denied unless listed",
+    )
+    owners: dict[TeamName, OwnerSpec] = Field(
+        default_factory=dict,
+        description="team -> the topics it owns (prefixes, regexes); the first team in file "
+        "order that matches a topic owns it. Only reports read it: no decision changes",
     )
