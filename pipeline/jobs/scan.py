@@ -12,11 +12,15 @@ summary warns once for it.
 Outputs under `out/` (Parquet, overwritten), plus `scan.html` (`pipeline.rendering.scan_page`)
 and `summary.json`:
 
-- `violations`: cluster_id, topic, rule, mode, message (one row per violation);
-- `topics`: cluster_id, topic, partitions, replication_factor, decision (`compliant`,
+- `violations`: cluster_id, topic, owner, rule, mode, message (one row per violation);
+- `topics`: cluster_id, topic, owner, partitions, replication_factor, decision (`compliant`,
   `violating`, `audit-only`), rules (the violated rules, in policy order);
 - `clusters`: cluster_id, brokers, topics, compliant, violating, audit_only, skipped_internal,
   violations.
+
+`owner` is the team of the policy's `owners:` that owns the topic, or `(unowned)`. With
+`teams` (the default when the policy has owners), each team also gets its own report beside
+the whole one (`pipeline.jobs.scan_teams`), and the summary and `scan.html` count by team.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,12 @@ from kafka_policy_proxy.pipeline.jobs.scan_evaluation import (
     VIOLATING,
     topic_evaluator,
 )
+from kafka_policy_proxy.pipeline.jobs.scan_teams import (
+    clear_team_reports,
+    team_rows,
+    write_team_reports,
+)
+from kafka_policy_proxy.pipeline.jobs.team_report import ScanRun
 from kafka_policy_proxy.pipeline.rendering.html_page import page_files
 from kafka_policy_proxy.pipeline.rendering.scan_page import VIOLATIONS_SHOWN, scan_page
 from kafka_policy_proxy.pipeline.sources.hadoop_files import write_files, write_text
@@ -52,6 +63,7 @@ from kafka_policy_proxy.pipeline.sources.snapshots import (
 from kafka_policy_proxy.pipeline.worker_cache import cluster_json, compiled
 from kafka_policy_proxy.policy.cluster import INTERNAL_TOPICS, InMemoryCluster, is_internal
 from kafka_policy_proxy.policy.model import Principal, TopicState, freeze_assignment
+from kafka_policy_proxy.policy.owners import UNOWNED, owner_of
 
 DEFAULT_PRINCIPAL = Principal().name
 
@@ -86,8 +98,8 @@ def _without_sources(lines: DataFrame) -> list[str]:
     ]
 
 
-def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, int]]:
-    """Each cluster's facts on the driver (topic metadata, no configs), and its internal count."""
+def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, list[str]]]:
+    """Each cluster's facts on the driver (topic metadata, no configs), and its internal topics."""
     rows = (
         lines.where(F.col("kind").isin("cluster", "topic"))
         .select(
@@ -102,7 +114,7 @@ def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, i
         .collect()
     )
     topics: dict[str, list[TopicState]] = defaultdict(list)
-    internal: Counter[str] = Counter()
+    internal: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         if row["kind"] == "topic":
             state = TopicState(
@@ -114,7 +126,8 @@ def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, i
                 internal=bool(row["internal"]),
             )
             topics[row["cluster_id"]].append(state)
-            internal[row["cluster_id"]] += is_internal(state.name, state.internal)
+            if is_internal(state.name, state.internal):
+                internal[row["cluster_id"]].append(state.name)
     clusters = {
         r["cluster_id"]: InMemoryCluster.of(
             topics[r["cluster_id"]], len(r["brokers"] or ()) or 1, r["defaults"]
@@ -132,10 +145,19 @@ def run_scan(
     out: str,
     *,
     principal: str = DEFAULT_PRINCIPAL,
+    teams: bool | None = None,
 ) -> dict[str, Any]:
-    """Evaluate every existing topic of the snapshots against the policy; write the outputs."""
+    """Evaluate every existing topic of the snapshots against the policy; write the outputs.
+
+    `teams`: also write a report per owner; None: when the policy has `owners:`.
+    """
+    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     policy_text = Path(policy_file).read_text(encoding="utf-8")
     policy = compiled(policy_text, policy_file)  # PolicyError, naming the file, before Spark
+    owners = policy.document.owners
+    if teams is None:
+        teams = bool(owners)
+    by_team: dict[str, dict[str, Any]] = {}
     lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
     evaluated: DataFrame | None = None
     shipped: Broadcast[dict[str, str]] | None = None
@@ -144,7 +166,8 @@ def run_scan(
         if problems:
             raise SnapshotError("; ".join(problems))
         warnings = _without_sources(lines)
-        clusters, skipped = _clusters(lines)
+        clusters, internal_topics = _clusters(lines)
+        skipped = {cluster_id: len(names) for cluster_id, names in internal_topics.items()}
         if not clusters:
             raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
         shipped = spark.sparkContext.broadcast({c: cluster_json(s) for c, s in clusters.items()})
@@ -166,6 +189,22 @@ def run_scan(
         results = _write_tables(
             spark, evaluated, clusters, skipped, rule_names=policy.rule_names, out=out
         )
+        clear_team_reports(spark, out)
+        if teams:
+            run = ScanRun(policy_file, list(snapshots), principal, started)
+            internal_owners = Counter(
+                owner_of(policy.document, name) or UNOWNED
+                for names in internal_topics.values()
+                for name in names
+            )
+            rows = team_rows(
+                evaluated,
+                _violations(evaluated),
+                teams=list(owners),
+                rule_names=policy.rule_names,
+                skipped=internal_owners,
+            )
+            by_team = write_team_reports(spark, out, rows, owners, run)
     finally:
         lines.unpersist()
         if evaluated is not None:
@@ -173,6 +212,8 @@ def run_scan(
         if shipped is not None:
             shipped.unpersist()
     summary = _summary(policy_file, snapshots, principal, out, results) | {"warnings": warnings}
+    if teams:
+        summary["teams"] = by_team
     page = scan_page(
         summary, clusters=results.clusters, by_rule=results.by_rule, shown=results.shown
     )
@@ -217,9 +258,7 @@ def _write_tables(
 ) -> _Results:
     base = out.rstrip("/")
     evaluated.drop("violations").write.mode("overwrite").parquet(f"{base}/topics")
-    violations = evaluated.select(
-        "cluster_id", "topic", F.posexplode("violations").alias("position", "v")
-    ).select("cluster_id", "topic", "position", "v.rule", "v.mode", "v.message")
+    violations = _violations(evaluated)
     violations.drop("position").write.mode("overwrite").parquet(f"{base}/violations")
 
     counts = {
@@ -261,6 +300,13 @@ def _write_tables(
         ),
         [r.asDict() for r in shown.drop("position").collect()],
     )
+
+
+def _violations(evaluated: DataFrame) -> DataFrame:
+    """One row per violation, with its position among its topic's."""
+    return evaluated.select(
+        "cluster_id", "topic", "owner", F.posexplode("violations").alias("position", "v")
+    ).select("cluster_id", "topic", "owner", "position", "v.rule", "v.mode", "v.message")
 
 
 def _summary(
