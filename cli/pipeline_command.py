@@ -131,7 +131,8 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         "scan",
         help="which existing topics break a policy",
         description="Evaluates every topic of the snapshots as if it were created now with its "
-        "current state, in the cluster made of the other topics.",
+        "current state, in the cluster made of the other topics. With owners: in the policy, "
+        "also writes a report per team (teams/<team>/report.json and .html, and teams.json).",
     )
     scan.add_argument("--policy", required=True, metavar="FILE", help="policy YAML")
     scan.add_argument(
@@ -142,6 +143,13 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         default="User:ANONYMOUS",
         help="existing topics have no creator: evaluate them as this principal "
         "(default: %(default)s)",
+    )
+    scan.add_argument(
+        "--teams",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write a report per team of the policy's owners: beside the whole one, topics no "
+        "team claims under (unowned) (default: when the policy has owners:)",
     )
     _common(scan, default_master)
     scan.set_defaults(func=_scan)
@@ -258,7 +266,14 @@ def _scan(args: argparse.Namespace) -> int:
     def job(spark: SparkSession) -> Mapping[str, Any]:
         from kafka_policy_proxy.pipeline.jobs.scan import run_scan
 
-        return run_scan(spark, args.policy, args.snapshot, args.out, principal=args.principal)
+        return run_scan(
+            spark,
+            args.policy,
+            args.snapshot,
+            args.out,
+            principal=args.principal,
+            teams=args.teams,
+        )
 
     return _job(args, job)
 

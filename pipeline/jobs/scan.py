@@ -40,18 +40,17 @@ from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructFi
 from pyspark.storagelevel import StorageLevel
 
 from kafka_policy_proxy.pipeline.jobs.scan_evaluation import (
-    AUDIT_ONLY,
-    COMPLIANT,
     EVALUATED,
-    VIOLATING,
     topic_evaluator,
 )
 from kafka_policy_proxy.pipeline.jobs.scan_teams import (
+    ByOwner,
+    by_owner,
     clear_team_reports,
     team_rows,
     write_team_reports,
 )
-from kafka_policy_proxy.pipeline.jobs.team_report import ScanRun
+from kafka_policy_proxy.pipeline.jobs.team_report import RESULTS_SHOWN, ScanRun
 from kafka_policy_proxy.pipeline.rendering.html_page import page_files
 from kafka_policy_proxy.pipeline.rendering.scan_page import VIOLATIONS_SHOWN, scan_page
 from kafka_policy_proxy.pipeline.sources.hadoop_files import write_files, write_text
@@ -198,8 +197,7 @@ def run_scan(
                 for name in names
             )
             rows = team_rows(
-                evaluated,
-                _violations(evaluated),
+                results.by_owner,
                 teams=list(owners),
                 rule_names=policy.rule_names,
                 skipped=internal_owners,
@@ -229,6 +227,7 @@ class _Results:
     clusters: list[dict[str, Any]]  # one row of CLUSTERS per cluster
     by_rule: list[dict[str, Any]]  # rule, mode, violations, topics; in policy order
     shown: list[dict[str, Any]]  # the first violations, by cluster, topic and rule order
+    by_owner: ByOwner  # the same, by owner
 
 
 CLUSTERS = StructType(
@@ -243,7 +242,6 @@ CLUSTERS = StructType(
         StructField("violations", LongType()),
     ]
 )
-_DECISION_COLUMNS = {"compliant": COMPLIANT, "violating": VIOLATING, "audit_only": AUDIT_ONLY}
 _COUNTED = ("topics", "compliant", "violating", "audit_only", "violations")
 
 
@@ -261,24 +259,15 @@ def _write_tables(
     violations = _violations(evaluated)
     violations.drop("position").write.mode("overwrite").parquet(f"{base}/violations")
 
-    counts = {
-        r["cluster_id"]: r.asDict()
-        for r in evaluated.groupBy("cluster_id")
-        .agg(
-            F.count("*").alias("topics"),
-            *(
-                F.sum((F.col("decision") == decision).cast("long")).alias(column)
-                for column, decision in _DECISION_COLUMNS.items()
-            ),
-            F.sum(F.size("violations")).alias("violations"),
-        )
-        .collect()
-    }
+    aggregates = by_owner(evaluated, violations, shown=max(VIOLATIONS_SHOWN, RESULTS_SHOWN))
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in aggregates.counts:
+        counts[r["cluster_id"]].update({key: r[key] or 0 for key in _COUNTED})
     rows = [
         {
             "cluster_id": cluster_id,
             "brokers": clusters[cluster_id].broker_count(),
-            **{key: counts.get(cluster_id, {}).get(key, 0) for key in _COUNTED},
+            **{key: counts[cluster_id][key] for key in _COUNTED},
             "skipped_internal": skipped[cluster_id],
         }
         for cluster_id in sorted(clusters)
@@ -287,18 +276,21 @@ def _write_tables(
         [tuple(r[f] for f in CLUSTERS.fieldNames()) for r in rows], CLUSTERS
     ).write.mode("overwrite").parquet(f"{base}/clusters")
 
-    by_rule = violations.groupBy("rule", "mode").agg(
-        F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
-    )
+    by_rule: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r in aggregates.rules:
+        by_rule[r["rule"], r["mode"]].update(violations=r["violations"], topics=r["topics"])
     order = {rule: i for i, rule in enumerate(rule_names)}
-    shown = violations.orderBy("cluster_id", "topic", "position").limit(VIOLATIONS_SHOWN)
+    shown = sorted(aggregates.first, key=lambda r: (r["cluster_id"], r["topic"], r["position"]))
     return _Results(
         rows,
-        sorted(
-            (r.asDict() for r in by_rule.collect()),
-            key=lambda r: (order.get(r["rule"], len(order)), r["mode"]),
-        ),
-        [r.asDict() for r in shown.drop("position").collect()],
+        [
+            {"rule": rule, "mode": mode, **totals}
+            for (rule, mode), totals in sorted(
+                by_rule.items(), key=lambda i: (order.get(i[0][0], len(order)), i[0][1])
+            )
+        ],
+        [{k: v for k, v in r.items() if k != "position"} for r in shown[:VIOLATIONS_SHOWN]],
+        aggregates,
     )
 
 

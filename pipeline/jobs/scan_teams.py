@@ -1,5 +1,8 @@
-"""The scan's reports per team: counted in Spark, then one report per team from a bounded
-collect (per team: its counts, a row per rule it breaks, its first `RESULTS_SHOWN` violations).
+"""The scan's counts by owner, and its reports per team.
+
+The scan aggregates by owner in Spark (`by_owner`) and collects rows bounded by the clusters,
+owners and rules, plus each owner's first violations; the whole report is their sum, and each
+team's report its own rows.
 
 Outputs under `out/` (`pipeline.jobs.team_report` has the report's fields):
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -36,65 +40,68 @@ from kafka_policy_proxy.pipeline.sources.hadoop_files import remove, write_text
 from kafka_policy_proxy.policy.owners import UNOWNED
 from kafka_policy_proxy.policy.rules import OwnerSpec
 
-_DECISIONS = {"compliant": COMPLIANT, "violating": VIOLATING, "audit_only": AUDIT_ONLY}
+DECISION_COLUMNS = {"compliant": COMPLIANT, "violating": VIOLATING, "audit_only": AUDIT_ONLY}
+
+
+@dataclass(frozen=True)
+class ByOwner:
+    """The scan's counts by owner, collected on the driver; the whole is their sum."""
+
+    counts: list[dict[str, Any]]  # cluster_id, owner, topics, compliant, ..., violations
+    rules: list[dict[str, Any]]  # owner, rule, mode, violations, topics
+    first: list[dict[str, Any]]  # per owner its first `shown` violations, with `position`
+
+
+def by_owner(evaluated: DataFrame, violations: DataFrame, *, shown: int) -> ByOwner:
+    """Aggregate by owner on the executors: the driver gets rows bounded by the clusters,
+    owners and rules, and `shown` violations per owner."""
+    counts = evaluated.groupBy("cluster_id", "owner").agg(
+        F.count("*").alias("topics"),
+        *(
+            F.sum((F.col("decision") == decision).cast("long")).alias(column)
+            for column, decision in DECISION_COLUMNS.items()
+        ),
+        F.sum(F.size("violations")).alias("violations"),
+    )
+    # A topic has one owner: per-owner distinct topics add up to the whole's.
+    rules = violations.groupBy("owner", "rule", "mode").agg(
+        F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
+    )
+    # The whole's first violations are among its owners' first: one window serves both.
+    order = Window.partitionBy("owner").orderBy("cluster_id", "topic", "position")
+    first = violations.withColumn("n", F.row_number().over(order)).where(F.col("n") <= shown)
+    return ByOwner(
+        [r.asDict() for r in counts.collect()],
+        [r.asDict() for r in rules.collect()],
+        [r.asDict() for r in first.drop("n").collect()],
+    )
 
 
 def team_rows(
-    evaluated: DataFrame,
-    violations: DataFrame,
-    *,
-    teams: Sequence[str],
-    rule_names: Sequence[str],
-    skipped: Counter[str],
+    aggregates: ByOwner, *, teams: Sequence[str], rule_names: Sequence[str], skipped: Counter[str]
 ) -> dict[str, TeamRows]:
-    """Each of `teams` (then `(unowned)`): its rows, aggregated by owner on the executors."""
-    counts = {
-        r["owner"]: r.asDict()
-        for r in evaluated.groupBy("owner")
-        .agg(
-            F.count("*").alias("topics"),
-            *(
-                F.sum((F.col("decision") == decision).cast("long")).alias(column)
-                for column, decision in _DECISIONS.items()
-            ),
-        )
-        .collect()
-    }
+    """Each of `teams`, then `(unowned)`: its rows, from the aggregates by owner."""
     order = {rule: i for i, rule in enumerate(rule_names)}
-    by_rule: dict[str, list[dict[str, Any]]] = {}
-    for r in (
-        violations.groupBy("owner", "rule", "mode")
-        .agg(
-            F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
-        )
-        .collect()
-    ):
-        by_rule.setdefault(r["owner"], []).append(
-            {k: r[k] for k in ("rule", "mode", "violations", "topics")}
-        )
-    first = Window.partitionBy("owner").orderBy("cluster_id", "topic", "position")
-    shown: dict[str, list[dict[str, Any]]] = {}
-    for r in (
-        violations.withColumn("n", F.row_number().over(first))
-        .where(F.col("n") <= RESULTS_SHOWN)
-        .orderBy("owner", "n")
-        .collect()
-    ):
-        shown.setdefault(r["owner"], []).append(
-            {k: r[k] for k in ("cluster_id", "topic", "rule", "mode", "message")}
-        )
-    return {
-        team: TeamRows(
-            topics={key: counts.get(team, {}).get(key) or 0 for key in TOPIC_COUNTS},
+    rows = {}
+    for team in (*teams, UNOWNED):
+        counts = [r for r in aggregates.counts if r["owner"] == team]
+        first = [r for r in aggregates.first if r["owner"] == team]
+        rows[team] = TeamRows(
+            topics={key: sum(r[key] or 0 for r in counts) for key in TOPIC_COUNTS},
             by_rule=sorted(
-                by_rule.get(team, []),
+                (
+                    {k: r[k] for k in ("rule", "mode", "violations", "topics")}
+                    for r in aggregates.rules
+                    if r["owner"] == team
+                ),
                 key=lambda r: (order.get(r["rule"], len(order)), r["mode"]),
             ),
-            shown=shown.get(team, []),
+            shown=sorted(first, key=lambda r: (r["cluster_id"], r["topic"], r["position"]))[
+                :RESULTS_SHOWN
+            ],
             skipped=skipped[team],
         )
-        for team in (*teams, UNOWNED)
-    }
+    return rows
 
 
 def clear_team_reports(spark: SparkSession, out: str) -> None:

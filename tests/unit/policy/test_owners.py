@@ -7,6 +7,7 @@ import pytest
 from kafka_policy_proxy.policy.loader import PolicyError, parse_document
 from kafka_policy_proxy.policy.owners import UNOWNED, owner_of
 from kafka_policy_proxy.policy.rules import PolicyDocument
+from tests.unit.policy.test_example_policies import doc_blocks
 
 RULES = "rules: [{name: no-deletes, match: {actions: [delete]}, deny: true}]\n"
 OWNERS = r"""
@@ -78,3 +79,13 @@ def test_a_bad_owner_is_refused_naming_the_key(owners: str, problem: str) -> Non
     with pytest.raises(PolicyError) as refused:
         parse_document(RULES + "owners:\n" + owners + "\n", "policy.yaml")
     assert problem in str(refused.value)
+
+
+def test_the_documented_owners_claim_what_docs_policy_md_says() -> None:
+    (block,) = [b for _, b in doc_blocks() if b.startswith("owners:")]
+    document = parse_document(RULES + block, "docs/policy.md")
+    assert owner_of(document, "payments.core.accounts") == "payments-core"
+    assert owner_of(document, "payments.refunds") == "payments"
+    assert owner_of(document, "ledger.entries") == "payments"
+    assert owner_of(document, "metrics.raw") == "data-eng"
+    assert owner_of(document, "orders.v1") is None
