@@ -16,7 +16,7 @@ Outputs under `out/` (`pipeline.jobs.team_report` has the report's fields):
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,26 +82,30 @@ def team_rows(
 ) -> dict[str, TeamRows]:
     """Each of `teams`, then `(unowned)`: its rows, from the aggregates by owner."""
     order = {rule: i for i, rule in enumerate(rule_names)}
-    rows = {}
-    for team in (*teams, UNOWNED):
-        counts = [r for r in aggregates.counts if r["owner"] == team]
-        first = [r for r in aggregates.first if r["owner"] == team]
-        rows[team] = TeamRows(
-            topics={key: sum(r[key] or 0 for r in counts) for key in TOPIC_COUNTS},
+    counts, rules, first = (
+        _by_team(rows) for rows in (aggregates.counts, aggregates.rules, aggregates.first)
+    )
+    return {
+        team: TeamRows(
+            topics={key: sum(r[key] or 0 for r in counts[team]) for key in TOPIC_COUNTS},
             by_rule=sorted(
-                (
-                    {k: r[k] for k in ("rule", "mode", "violations", "topics")}
-                    for r in aggregates.rules
-                    if r["owner"] == team
-                ),
+                ({k: r[k] for k in ("rule", "mode", "violations", "topics")} for r in rules[team]),
                 key=lambda r: (order.get(r["rule"], len(order)), r["mode"]),
             ),
-            shown=sorted(first, key=lambda r: (r["cluster_id"], r["topic"], r["position"]))[
+            shown=sorted(first[team], key=lambda r: (r["cluster_id"], r["topic"], r["position"]))[
                 :RESULTS_SHOWN
             ],
             skipped=skipped[team],
         )
-    return rows
+        for team in (*teams, UNOWNED)
+    }
+
+
+def _by_team(rows: list[dict[str, Any]]) -> defaultdict[str, list[dict[str, Any]]]:
+    grouped: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[row["owner"]].append(row)
+    return grouped
 
 
 def clear_team_reports(spark: SparkSession, out: str) -> None:
