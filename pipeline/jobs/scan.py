@@ -156,7 +156,6 @@ def run_scan(
     owners = policy.document.owners
     if teams is None:
         teams = bool(owners)
-    by_team: dict[str, dict[str, Any]] = {}
     lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
     evaluated: DataFrame | None = None
     shipped: Broadcast[dict[str, str]] | None = None
@@ -188,27 +187,28 @@ def run_scan(
         results = _write_tables(
             spark, evaluated, clusters, skipped, rule_names=policy.rule_names, out=out
         )
-        clear_team_reports(spark, out)
-        if teams:
-            run = ScanRun(policy_file, list(snapshots), principal, started)
-            internal_owners = Counter(
-                owner_of(policy.document, name) or UNOWNED
-                for names in internal_topics.values()
-                for name in names
-            )
-            rows = team_rows(
-                results.by_owner,
-                teams=list(owners),
-                rule_names=policy.rule_names,
-                skipped=internal_owners,
-            )
-            by_team = write_team_reports(spark, out, rows, owners, run)
     finally:
         lines.unpersist()
         if evaluated is not None:
             evaluated.unpersist()
         if shipped is not None:
             shipped.unpersist()
+    clear_team_reports(spark, out)
+    by_team: dict[str, dict[str, Any]] = {}
+    if teams:
+        run = ScanRun(policy_file, list(snapshots), principal, started)
+        internal_owners = Counter(
+            owner_of(policy.document, name) or UNOWNED
+            for names in internal_topics.values()
+            for name in names
+        )
+        rows = team_rows(
+            results.by_owner,
+            teams=list(owners),
+            rule_names=policy.rule_names,
+            skipped=internal_owners,
+        )
+        by_team = write_team_reports(spark, out, rows, owners, run)
     summary = _summary(policy_file, snapshots, principal, out, results) | {"warnings": warnings}
     if teams:
         summary["teams"] = by_team

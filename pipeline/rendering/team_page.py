@@ -14,8 +14,8 @@ def team_page(report: Mapping[str, Any]) -> Page:
     if owns is None:
         claim = "Topics no team of the policy's `owners:` claims."
     else:
-        claimed = [f"names starting with {p!r}" for p in owns["topic_prefixes"]]
-        claimed += [f"names matching {p!r}" for p in owns["topics"]]
+        claimed = [f"names starting with `{p}`" for p in owns["topic_prefixes"]]
+        claimed += [f"names matching `{p}`" for p in owns["topics"]]
         claim = f"Topics with {', '.join(claimed)}, unless a team listed before claims them."
     notes = [
         claim,
