@@ -13,8 +13,8 @@ Outputs under `out/` (Parquet, overwritten), plus `scan.html` (`pipeline.renderi
 and `summary.json`:
 
 - `violations`: cluster_id, topic, owner, rule, mode, message (one row per violation);
-- `topics`: cluster_id, topic, owner, partitions, replication_factor, decision (`compliant`,
-  `violating`, `audit-only`), rules (the violated rules, in policy order);
+- `topics`: cluster_id, topic, partitions, replication_factor, decision (`compliant`,
+  `violating`, `audit-only`), rules (the violated rules, in policy order), owner;
 - `clusters`: cluster_id, brokers, topics, compliant, violating, audit_only, skipped_internal,
   violations.
 

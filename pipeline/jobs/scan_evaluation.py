@@ -79,12 +79,12 @@ EVALUATED = StructType(
     [
         StructField("cluster_id", StringType()),
         StructField("topic", StringType()),
-        StructField("owner", StringType()),
         StructField("partitions", LongType()),
         StructField("replication_factor", LongType()),
         StructField("decision", StringType()),
         StructField("rules", ArrayType(StringType())),
         StructField("violations", ArrayType(VIOLATION)),
+        StructField("owner", StringType()),
     ]
 )
 
@@ -152,12 +152,12 @@ def scan_topic(
     return (
         line.cluster_id,
         topic.name,
-        owner_of(policy.document, topic.name) or UNOWNED,
         topic.partitions,
         topic.replication_factor,
         DECISIONS[outcome(decision)],
         list(dict.fromkeys(v.rule for v in decision.violations)),
         violations,
+        owner_of(policy.document, topic.name) or UNOWNED,
     )
 
 
