@@ -132,7 +132,8 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         "scan",
         help="which existing topics break a policy",
         description="Evaluates every topic of the snapshots as if it were created now with its "
-        "current state, in the cluster made of the other topics.",
+        "current state, in the cluster made of the other topics. With owners: in the policy, "
+        "also writes a report per team (teams/<team>/report.json and .html, and teams.json).",
     )
     scan.add_argument("--policy", required=True, metavar="FILE", help="policy YAML")
     scan.add_argument(
@@ -145,6 +146,13 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
         "(default: %(default)s)",
     )
     add_now(scan)
+    scan.add_argument(
+        "--teams",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write a report per team of the policy's owners: beside the whole one, topics no "
+        "team claims under (unowned) (default: when the policy has owners: or budgets:)",
+    )
     _common(scan, default_master)
     scan.set_defaults(func=_scan)
 
@@ -261,7 +269,13 @@ def _scan(args: argparse.Namespace) -> int:
         from kafka_policy_proxy.pipeline.jobs.scan import run_scan
 
         return run_scan(
-            spark, args.policy, args.snapshot, args.out, principal=args.principal, now=args.now
+            spark,
+            args.policy,
+            args.snapshot,
+            args.out,
+            principal=args.principal,
+            now=args.now,
+            teams=args.teams,
         )
 
     return _job(args, job)

@@ -139,10 +139,10 @@ def compile_budgets(document: PolicyDocument) -> tuple[CompiledBudget, ...]:
     return tuple(CompiledBudget(b) for b in document.budgets)
 
 
-def budget_for_topic(document: PolicyDocument, topic: str) -> str | None:
+def budget_for_topic(budgets: Sequence[CompiledBudget], topic: str) -> str | None:
     """The first budget whose scope counts the topic (a per-principal budget by the user its
     prefix names): its key as messages print it (the user, or the budget's name); else None."""
-    for budget in compile_budgets(document):
+    for budget in budgets:
         if budget.per_user:
             user = budget.owner(topic)
             if user is not None:

@@ -8,10 +8,12 @@ from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -513,6 +515,28 @@ class ExceptionPolicy(_Strict):
     )
 
 
+TeamName = Annotated[str, StringConstraints(pattern=RULE_NAME)]
+Regex = Annotated[str, AfterValidator(_check_regex)]
+
+
+class OwnerSpec(_Strict):
+    """The topics one team owns, for the scan's reports per team (`policy.owners`)."""
+
+    topic_prefixes: list[str] = Field(
+        default_factory=list, description="the team owns topics whose names start with one of these"
+    )
+    topics: list[Regex] = Field(
+        default_factory=list,
+        description="regexes matched against the whole, exact topic name",
+    )
+
+    @model_validator(mode="after")
+    def _owns_something(self) -> OwnerSpec:
+        if not self.topic_prefixes and not self.topics:
+            raise ValueError("an owner needs `topic_prefixes` or `topics`")
+        return self
+
+
 class PolicyDocument(_Strict):
     """A whole policy file."""
 
@@ -545,4 +569,9 @@ class PolicyDocument(_Strict):
     )
     exception_policy: ExceptionPolicy | None = Field(
         default=None, description="limits on `exceptions` (how far ahead they may expire)"
+    )
+    owners: dict[TeamName, OwnerSpec] = Field(
+        default_factory=dict,
+        description="team -> the topics it owns (prefixes, regexes); the first team in file "
+        "order that matches a topic owns it. Only reports read it: no decision changes",
     )

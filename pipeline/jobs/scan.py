@@ -12,11 +12,15 @@ summary warns once for it.
 Outputs under `out/` (Parquet, overwritten), plus `scan.html` (`pipeline.rendering.scan_page`)
 and `summary.json`:
 
-- `violations`: cluster_id, topic, rule, mode, message (one row per violation);
+- `violations`: cluster_id, topic, owner, rule, mode, message (one row per violation);
 - `topics`: cluster_id, topic, partitions, replication_factor, decision (`compliant`,
-  `violating`, `audit-only`), rules (the violated rules, in policy order);
+  `violating`, `audit-only`), rules (the violated rules, in policy order), owner;
 - `clusters`: cluster_id, brokers, topics, compliant, violating, audit_only, skipped_internal,
   violations.
+
+`owner` is the team of the policy's `owners:` that owns the topic, or `(unowned)`. With
+`teams` (the default when the policy has owners), each team also gets its own report beside
+the whole one (`pipeline.jobs.scan_teams`), and the summary and `scan.html` count by team.
 """
 
 from __future__ import annotations
@@ -36,12 +40,17 @@ from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructFi
 from pyspark.storagelevel import StorageLevel
 
 from kafka_policy_proxy.pipeline.jobs.scan_evaluation import (
-    AUDIT_ONLY,
-    COMPLIANT,
     EVALUATED,
-    VIOLATING,
     topic_evaluator,
 )
+from kafka_policy_proxy.pipeline.jobs.scan_teams import (
+    ByOwner,
+    by_owner,
+    clear_team_reports,
+    team_rows,
+    write_team_reports,
+)
+from kafka_policy_proxy.pipeline.jobs.team_report import RESULTS_SHOWN, ScanRun
 from kafka_policy_proxy.pipeline.rendering.html_page import page_files
 from kafka_policy_proxy.pipeline.rendering.scan_page import VIOLATIONS_SHOWN, scan_page
 from kafka_policy_proxy.pipeline.sources.hadoop_files import write_files, write_text
@@ -54,6 +63,7 @@ from kafka_policy_proxy.pipeline.worker_cache import cluster_json, compiled
 from kafka_policy_proxy.policy.cluster import INTERNAL_TOPICS, InMemoryCluster, is_internal
 from kafka_policy_proxy.policy.exceptions import rfc3339
 from kafka_policy_proxy.policy.model import Principal, TopicState, freeze_assignment
+from kafka_policy_proxy.policy.owners import UNOWNED, owner_of
 
 DEFAULT_PRINCIPAL = Principal().name
 
@@ -88,8 +98,8 @@ def _without_sources(lines: DataFrame) -> list[str]:
     ]
 
 
-def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, int]]:
-    """Each cluster's facts on the driver (topic metadata, no configs), and its internal count."""
+def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, list[str]]]:
+    """Each cluster's facts on the driver (topic metadata, no configs), and its internal topics."""
     rows = (
         lines.where(F.col("kind").isin("cluster", "topic"))
         .select(
@@ -104,7 +114,7 @@ def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, i
         .collect()
     )
     topics: dict[str, list[TopicState]] = defaultdict(list)
-    internal: Counter[str] = Counter()
+    internal: dict[str, list[str]] = defaultdict(list)
     for row in rows:
         if row["kind"] == "topic":
             state = TopicState(
@@ -116,7 +126,8 @@ def _clusters(lines: DataFrame) -> tuple[dict[str, InMemoryCluster], dict[str, i
                 internal=bool(row["internal"]),
             )
             topics[row["cluster_id"]].append(state)
-            internal[row["cluster_id"]] += is_internal(state.name, state.internal)
+            if is_internal(state.name, state.internal):
+                internal[row["cluster_id"]].append(state.name)
     clusters = {
         r["cluster_id"]: InMemoryCluster.of(
             topics[r["cluster_id"]], len(r["brokers"] or ()) or 1, r["defaults"]
@@ -135,12 +146,20 @@ def run_scan(
     *,
     principal: str = DEFAULT_PRINCIPAL,
     now: datetime | None = None,
+    teams: bool | None = None,
 ) -> dict[str, Any]:
     """Evaluate every existing topic of the snapshots against the policy, at the instant
-    `now` (the exceptions in force; default: the scan's start); write the outputs."""
+    `now` (the exceptions in force; default: the scan's start); write the outputs.
+
+    `teams`: also write a report per owner; None: when the policy has `owners:`.
+    """
     now = now or datetime.now(UTC)
+    started = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     policy_text = Path(policy_file).read_text(encoding="utf-8")
     policy = compiled(policy_text, policy_file)  # PolicyError, naming the file, before Spark
+    owners = policy.document.owners
+    if teams is None:
+        teams = bool(owners or policy.budgets)
     lines = read_snapshot_lines(spark, snapshots).persist(StorageLevel.MEMORY_AND_DISK)
     evaluated: DataFrame | None = None
     shipped: Broadcast[dict[str, str]] | None = None
@@ -149,7 +168,8 @@ def run_scan(
         if problems:
             raise SnapshotError("; ".join(problems))
         warnings = _without_sources(lines)
-        clusters, skipped = _clusters(lines)
+        clusters, internal_topics = _clusters(lines)
+        skipped = {cluster_id: len(names) for cluster_id, names in internal_topics.items()}
         if not clusters:
             raise SnapshotError(f"no snapshot lines in {', '.join(snapshots)}")
         shipped = spark.sparkContext.broadcast({c: cluster_json(s) for c, s in clusters.items()})
@@ -179,10 +199,31 @@ def run_scan(
             evaluated.unpersist()
         if shipped is not None:
             shipped.unpersist()
+    clear_team_reports(spark, out)
+    by_team: dict[str, dict[str, Any]] = {}
+    if teams:
+        run = ScanRun(policy_file, list(snapshots), principal, started)
+        internal_owners = Counter(
+            owner_of(policy.document, name, policy.budgets) or UNOWNED
+            for names in internal_topics.values()
+            for name in names
+        )
+        # The owners: map's teams in its order, then the teams budgets name (a per-principal
+        # budget's users are known only from the topics).
+        named = {row["owner"] for row in results.by_owner.counts} | set(internal_owners)
+        rows = team_rows(
+            results.by_owner,
+            teams=[*owners, *sorted(named - set(owners) - {UNOWNED})],
+            rule_names=policy.rule_names,
+            skipped=internal_owners,
+        )
+        by_team = write_team_reports(spark, out, rows, owners, run)
     summary = _summary(policy_file, snapshots, principal, out, results) | {
         "warnings": warnings,
         "now": rfc3339(now),
     }
+    if teams:
+        summary["teams"] = by_team
     page = scan_page(
         summary, clusters=results.clusters, by_rule=results.by_rule, shown=results.shown
     )
@@ -198,6 +239,7 @@ class _Results:
     clusters: list[dict[str, Any]]  # one row of CLUSTERS per cluster
     by_rule: list[dict[str, Any]]  # rule, mode, violations, topics; in policy order
     shown: list[dict[str, Any]]  # the first violations, by cluster, topic and rule order
+    by_owner: ByOwner  # the same, by owner
 
 
 CLUSTERS = StructType(
@@ -212,7 +254,6 @@ CLUSTERS = StructType(
         StructField("violations", LongType()),
     ]
 )
-_DECISION_COLUMNS = {"compliant": COMPLIANT, "violating": VIOLATING, "audit_only": AUDIT_ONLY}
 _COUNTED = ("topics", "compliant", "violating", "audit_only", "violations")
 
 
@@ -227,29 +268,18 @@ def _write_tables(
 ) -> _Results:
     base = out.rstrip("/")
     evaluated.drop("violations").write.mode("overwrite").parquet(f"{base}/topics")
-    violations = evaluated.select(
-        "cluster_id", "topic", F.posexplode("violations").alias("position", "v")
-    ).select("cluster_id", "topic", "position", "v.rule", "v.mode", "v.message")
+    violations = _violations(evaluated)
     violations.drop("position").write.mode("overwrite").parquet(f"{base}/violations")
 
-    counts = {
-        r["cluster_id"]: r.asDict()
-        for r in evaluated.groupBy("cluster_id")
-        .agg(
-            F.count("*").alias("topics"),
-            *(
-                F.sum((F.col("decision") == decision).cast("long")).alias(column)
-                for column, decision in _DECISION_COLUMNS.items()
-            ),
-            F.sum(F.size("violations")).alias("violations"),
-        )
-        .collect()
-    }
+    aggregates = by_owner(evaluated, violations, shown=max(VIOLATIONS_SHOWN, RESULTS_SHOWN))
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in aggregates.counts:
+        counts[r["cluster_id"]].update({key: r[key] or 0 for key in _COUNTED})
     rows = [
         {
             "cluster_id": cluster_id,
             "brokers": clusters[cluster_id].broker_count(),
-            **{key: counts.get(cluster_id, {}).get(key, 0) for key in _COUNTED},
+            **{key: counts[cluster_id][key] for key in _COUNTED},
             "skipped_internal": skipped[cluster_id],
         }
         for cluster_id in sorted(clusters)
@@ -258,19 +288,29 @@ def _write_tables(
         [tuple(r[f] for f in CLUSTERS.fieldNames()) for r in rows], CLUSTERS
     ).write.mode("overwrite").parquet(f"{base}/clusters")
 
-    by_rule = violations.groupBy("rule", "mode").agg(
-        F.count("*").alias("violations"), F.countDistinct("cluster_id", "topic").alias("topics")
-    )
+    by_rule: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r in aggregates.rules:
+        by_rule[r["rule"], r["mode"]].update(violations=r["violations"], topics=r["topics"])
     order = {rule: i for i, rule in enumerate(rule_names)}
-    shown = violations.orderBy("cluster_id", "topic", "position").limit(VIOLATIONS_SHOWN)
+    shown = sorted(aggregates.first, key=lambda r: (r["cluster_id"], r["topic"], r["position"]))
     return _Results(
         rows,
-        sorted(
-            (r.asDict() for r in by_rule.collect()),
-            key=lambda r: (order.get(r["rule"], len(order)), r["mode"]),
-        ),
-        [r.asDict() for r in shown.drop("position").collect()],
+        [
+            {"rule": rule, "mode": mode, **totals}
+            for (rule, mode), totals in sorted(
+                by_rule.items(), key=lambda i: (order.get(i[0][0], len(order)), i[0][1])
+            )
+        ],
+        [{k: v for k, v in r.items() if k != "position"} for r in shown[:VIOLATIONS_SHOWN]],
+        aggregates,
     )
+
+
+def _violations(evaluated: DataFrame) -> DataFrame:
+    """One row per violation, with its position among its topic's."""
+    return evaluated.select(
+        "cluster_id", "topic", "owner", F.posexplode("violations").alias("position", "v")
+    ).select("cluster_id", "topic", "owner", "position", "v.rule", "v.mode", "v.message")
 
 
 def _summary(

@@ -23,6 +23,9 @@ with its current state, in the cluster made of the other topics of its snapshot:
   could be created today). The other topics answer `topic()` with their metadata (no
   configs), as the proxy's all-topics read does. Broker count and defaults are the snapshot's.
 
+Each topic also gets its owner (`policy.owners.owner_of`; `(unowned)` when no team of the
+policy's `owners:` claims it), for the reports per team. It changes no decision.
+
 Each topic is judged by the one judge (`policy.judge`) with a fact source that gives the
 cluster of the other topics and folds nothing into the request (it already holds the topic's
 state). What an override action would have changed at the topic's creation (a capped
@@ -56,6 +59,7 @@ from kafka_policy_proxy.policy.model import (
 from kafka_policy_proxy.policy.offline.snapshot_format import SET_ON_TOPIC, TopicLine, parse_line
 from kafka_policy_proxy.policy.overlays import OtherTopics
 from kafka_policy_proxy.policy.overrides import describe
+from kafka_policy_proxy.policy.owners import UNOWNED, owner_of
 
 COMPLIANT, VIOLATING, AUDIT_ONLY = "compliant", "violating", "audit-only"
 # The record's decisions as the scan names them.
@@ -81,6 +85,7 @@ EVALUATED = StructType(
         StructField("decision", StringType()),
         StructField("rules", ArrayType(StringType())),
         StructField("violations", ArrayType(VIOLATION)),
+        StructField("owner", StringType()),
     ]
 )
 
@@ -157,6 +162,7 @@ def scan_topic(
         DECISIONS[outcome(decision)],
         list(dict.fromkeys(v.rule for v in decision.violations)),
         violations,
+        owner_of(policy.document, topic.name, policy.budgets) or UNOWNED,
     )
 
 

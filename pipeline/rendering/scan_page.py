@@ -1,5 +1,6 @@
 """`scan.html`: the notes on how existing topics are judged, violations by rule, the clusters,
-and the first violations (all of them are in `violations/`)."""
+the teams (when the scan reports per team) and the first violations (all of them are in
+`violations/`)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,17 @@ def scan_page(summary: Mapping[str, Any], *, clusters: Rows, by_rule: Rows, show
             ],
         )
     )
+    if "teams" in summary:
+        parts.append(
+            Table(
+                "Teams (each one's report: teams.json)",
+                ("team", "pass", "fail", "warn", "error", "skip"),
+                [
+                    (team, c["pass"], c["fail"], c["warn"], c["error"], c["skip"])
+                    for team, c in summary["teams"].items()
+                ],
+            )
+        )
     total = summary["violations"]
     title = "Violations"
     if total > len(shown):

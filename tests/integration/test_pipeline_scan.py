@@ -7,6 +7,7 @@ every other topic must come out compliant.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -55,6 +56,11 @@ rules:
     match: {{topic_prefix: "{PREFIX}"}}
     configs:
       min.insync.replicas: {{min: 2}}
+owners:
+  unclean-owners:
+    topics: ['{re.escape(PREFIX)}unclean']
+  scan-team:
+    topic_prefixes: ["{PREFIX}"]
 """
 # topic -> (decision, [(rule, mode, message)]); the broker default min.insync.replicas is 1.
 EXPECTED = {
@@ -168,3 +174,28 @@ def test_exactly_the_topics_that_break_the_policy_are_flagged(
     assert summary["topics"] == len(topics)
     assert summary["violating"] == 3
     assert summary["audit_only"] == 1
+
+    # One report per team: the first team listed claims `unclean`, the prefix the rest;
+    # everyone else's topics are nobody's here, and break nothing.
+    index = json.loads((out / "teams.json").read_text())
+    reports = {t["team"]: json.loads((out / t["report"]).read_text()) for t in index["teams"]}
+    assert list(reports) == ["unclean-owners", "scan-team", "(unowned)"]
+    listed = {
+        team: sorted({r["resource"]["name"] for r in report["results"]})
+        for team, report in reports.items()
+    }
+    assert listed == {
+        "unclean-owners": [f"{PREFIX}unclean"],
+        "scan-team": sorted(f"{PREFIX}{n}" for n in ("defaults", "long", "single")),
+        "(unowned)": [],
+    }
+    assert reports["scan-team"]["summary"] == {
+        "pass": 1, "fail": 2, "warn": 1, "error": 0, "skip": 0
+    }  # fmt: skip
+    assert reports["unclean-owners"]["summary"]["fail"] == 1
+    unowned = reports["(unowned)"]["summary"]
+    assert unowned["pass"] == len(topics) - len(EXPECTED)
+    assert unowned["skip"] == summary["skipped_internal"]
+    assert {name: row["owner"] for name, row in ours.items()} == {
+        name: "unclean-owners" if name.endswith("unclean") else "scan-team" for name in EXPECTED
+    }

@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from harness.audit_data import example_cluster, generate_events, write_events
+from kafka_policy_proxy.cli import build_parser
 from kafka_policy_proxy.pipeline.jobs.report import run_report
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 from kafka_policy_proxy.policy.loader import load_policy
@@ -26,6 +27,8 @@ version: 1
 rules:
   - name: partition-count
     partitions: {min: 3}
+owners:
+  wide-team: {topic_prefixes: [wide]}
 """
 
 
@@ -109,6 +112,19 @@ def test_spark_submit_runs_a_job_with_its_own_master(runs: Runs) -> None:
     assert summary == json.loads((out / "summary.json").read_text())
     assert summary["violating"] == 1, summary
     assert (out / "scan.html").is_file(), sorted(p.name for p in out.iterdir())
+    # The policy has owners: a report per team by default; `narrow` is no team's.
+    assert summary["teams"]["wide-team"]["pass"] == 1
+    assert summary["teams"]["(unowned)"]["fail"] == 1
+    unowned = json.loads((out / "teams" / "_unowned" / "report.json").read_text())
+    assert [r["resource"]["name"] for r in unowned["results"]] == ["narrow"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "teams"), [([], None), (["--teams"], True), (["--no-teams"], False)]
+)
+def test_scan_writes_team_reports_unless_told_not_to(flag: list[str], teams: bool | None) -> None:
+    scan = ["pipeline", "scan", "--policy", "p.yaml", "--snapshot", "s.jsonl", "--out", "o"]
+    assert build_parser().parse_args([*scan, *flag]).teams is teams
 
 
 def test_a_bad_snapshot_is_one_clear_line_and_exit_2(runs: Runs) -> None:

@@ -253,10 +253,10 @@ def test_facts_asked_for_and_replay_without_a_snapshot() -> None:
 
 
 def test_budget_for_topic_maps_a_topic_to_its_budget() -> None:
-    document = policy({"name": "payments", "topic": "pay[.].*", "max_topics": 5}, PER_TEAM).document
-    assert budget_for_topic(document, "pay.x") == "payments"
-    assert budget_for_topic(document, "team-a.orders") == "team-a"
-    assert budget_for_topic(document, "nobody.orders") is None
+    budgets = policy({"name": "payments", "topic": "pay[.].*", "max_topics": 5}, PER_TEAM).budgets
+    assert budget_for_topic(budgets, "pay.x") == "payments"
+    assert budget_for_topic(budgets, "team-a.orders") == "team-a"
+    assert budget_for_topic(budgets, "nobody.orders") is None
     assert user_of("User:team-a") == "team-a" and user_of("Group:x") == "Group:x"
 
 

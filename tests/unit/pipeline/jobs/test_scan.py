@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -98,6 +99,48 @@ def test_example_policy_violations_match_the_engine(
     assert principal in html
     assert "metrics.raw" in html
     assert "data:image/png;base64," in html
+    assert_team_reports(out, summary, topics, table(spark, out, "violations"))
+    if principal == "User:ANONYMOUS":
+        teams = {t["team"]: t for t in json.loads((out / "teams.json").read_text())["teams"]}
+        assert list(teams) == ["payments", "data-eng", "platform", "developers", "(unowned)"]
+        assert teams["platform"]["summary"] == {
+            "pass": 0, "fail": 3, "warn": 0, "error": 0, "skip": 1
+        }  # fmt: skip
+        assert teams["data-eng"]["summary"] == {
+            "pass": 0, "fail": 2, "warn": 1, "error": 0, "skip": 0
+        }  # fmt: skip
+        assert teams["(unowned)"]["html"] == "teams/_unowned/report.html"
+        page = (out / "teams" / "data-eng" / "report.html").read_text()
+        assert "Policy report: data-eng" in page
+        assert "topic &#x27;events.views&#x27; sets segment.ms" in page
+        assert "orders.v1" not in page
+
+
+def assert_team_reports(
+    out: Path, summary: dict[str, Any], topics: dict[tuple[str, str], Any], violations: list[Any]
+) -> None:
+    """Each team's report lists only its own topics, and the teams add up to the whole."""
+    index = json.loads((out / "teams.json").read_text())
+    assert index["unowned"] == "(unowned)"
+    assert [t["team"] for t in index["teams"]] == list(summary["teams"])
+    reports = {t["team"]: json.loads((out / t["report"]).read_text()) for t in index["teams"]}
+    owned = {(c, t): r["owner"] for (c, t), r in topics.items()}
+    for team, report in reports.items():
+        assert report["kind"] == "PolicyReport"
+        assert report["summary"] == summary["teams"][team]
+        assert report["topics"]["topics"] == sum(o == team for o in owned.values())
+        for result in report["results"]:
+            resource = result["resource"]
+            assert owned[resource["cluster_id"], resource["name"]] == team
+            assert (result["result"], result["severity"]) in {("fail", "high"), ("warn", "low")}
+        assert len(report["results"]) == report["results_total"]
+    assert owned["prod", "orders.v1"] == "(unowned)"
+    assert {v["owner"] for v in violations} <= set(reports)
+    counts = [r["summary"] for r in reports.values()]
+    assert sum(c["pass"] for c in counts) == summary["compliant"]
+    assert sum(c["fail"] + c["warn"] for c in counts) == summary["violations"]
+    assert sum(c["skip"] for c in counts) == summary["skipped_internal"]
+    assert sum(r["topics"]["topics"] for r in reports.values()) == summary["topics"]
 
 
 def test_cluster_facts_exclude_the_topic_under_evaluation(
@@ -182,7 +225,13 @@ def test_a_snapshot_without_config_sources_warns_and_judges_only_values(
 def test_an_empty_cluster_gives_an_empty_report(spark: SparkSession, tmp_path: Path) -> None:
     paths = write_snapshots(tmp_path / "snapshots", [EMPTY])
     out = tmp_path / "out"
-    summary = run_scan(spark, str(EXAMPLE_POLICY), paths, str(out))
+    (out / "teams" / "gone").mkdir(parents=True)
+    (out / "teams" / "gone" / "report.json").write_text("{}")
+    summary = run_scan(spark, str(EXAMPLE_POLICY), paths, str(out), teams=False)
+    # No reports per team when told so; an earlier run's are removed.
+    assert "teams" not in summary
+    assert not (out / "teams").exists()
+    assert not (out / "teams.json").exists()
     assert summary["clusters"] == 1
     assert summary["topics"] == summary["violations"] == 0
     assert summary["violations_by_rule"] == {}
