@@ -160,6 +160,17 @@ def _judged(request: TopicRequest) -> bool:
     )
 
 
+def _reaches(budget: CompiledBudget, request: TopicRequest) -> bool:
+    """Whether the request can change what the budget limits: a config change only retention
+    bytes, a partition increase partitions (or replicas) and retention bytes."""
+    spec = budget.spec
+    if request.alter_kind is AlterKind.CONFIGS:
+        return spec.max_retention_bytes is not None
+    if request.alter_kind is AlterKind.PARTITIONS:
+        return spec.max_partitions is not None or spec.max_retention_bytes is not None
+    return True
+
+
 def touched(
     budgets: Sequence[CompiledBudget], request: TopicRequest
 ) -> list[tuple[CompiledBudget, BudgetKey]]:
@@ -170,7 +181,7 @@ def touched(
     principal = request.principal.name
     found = []
     for budget in budgets:
-        if budget.selects(principal):
+        if budget.selects(principal) and _reaches(budget, request):
             key = budget.key(principal)
             if budget.counts(name, key.user):
                 found.append((budget, key))

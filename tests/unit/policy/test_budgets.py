@@ -345,3 +345,20 @@ def test_the_documented_budgets_give_the_documented_messages() -> None:
     (unlimited,) = judge(p, [create_request("logs.b", 1, principal=ALICE)], ClusterFacts(state))
     for verdict in (team, payments, logs, unlimited):
         assert verdict.decision.message in doc, verdict.decision.message
+
+
+def test_a_change_reads_only_the_budgets_it_can_move() -> None:
+    both = policy(PER_TEAM, {"name": "bytes", "topic_prefix": "team-", "max_retention_bytes": 9})
+    partitions_only = policy(PER_TEAM)
+    retention = incremental_alter_configs_request(
+        "team-a.x", [("retention.bytes", "SET", "5")], principal=TEAM_A
+    )
+    segment = incremental_alter_configs_request(
+        "team-a.x", [("segment.ms", "SET", "600000")], principal=TEAM_A
+    )
+    grow = create_partitions_request("team-a.x", 6, principal=TEAM_A)
+    # A partition budget cannot move on a config change: no cluster-wide read for it.
+    assert Fact.BUDGET_USAGE not in Judgement(partitions_only, [segment]).query.facts
+    assert Fact.BUDGET_USAGE in Judgement(partitions_only, [grow]).query.facts
+    # A retention budget can (retention.bytes, or a reset to its default).
+    assert Fact.BUDGET_USAGE in Judgement(both, [retention]).query.facts

@@ -25,6 +25,7 @@ from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 from kafka_policy_proxy.pipeline.jobs.replay import run_replay
 from kafka_policy_proxy.pipeline.jobs.replayer import ALL_TOPICS_NOT_RECORDED
 from kafka_policy_proxy.pipeline.sources.snapshots import SnapshotError
+from kafka_policy_proxy.policy.budgets import needs as budget_needs
 from kafka_policy_proxy.policy.loader import PolicyError, load_policy
 from kafka_policy_proxy.policy.model import Fact, TopicRequest
 from tests.unit.pipeline.jobs.replay_inputs import (
@@ -74,7 +75,7 @@ def test_without_a_snapshot_exactly_the_requests_needing_cluster_facts_are_unkno
     unknown = Counter()
     for event in events:
         request = TopicRequest.from_dict(event["request"])
-        needs = policy.needs(request)
+        needs = policy.needs(request) | budget_needs(policy.budgets, request)
         # The events were judged by this policy, so it fetched every fact it needed: only the
         # cluster-wide ones (never recorded) are missing, or a topic state it did not find.
         lacking = needs & CLUSTER_WIDE
