@@ -308,14 +308,12 @@ class TopicPolicyFilter(Filter):
         """The response hook: update or forget what the broker changed, then merge a split
         answer. `to` holds the topics' states after the change, where the request tells them;
         `budgets` the budget turn, given back once the cache and its ledger are updated."""
-        if budgets is None:
-            return self._hook(
-                ctx, api, forwarded, plan=plan, names=names, validate_only=validate_only, to=to
-            )
-        turn, ledger = budgets
         inner = self._hook(
             ctx, api, forwarded, plan=plan, names=names, validate_only=validate_only, to=to
         )
+        if budgets is None:
+            return inner
+        turn, ledger = budgets
 
         def after(body: bytes) -> bytes:
             try:
