@@ -20,7 +20,7 @@ from kio.schema.streams_group_heartbeat.v0.response import StreamsGroupHeartbeat
 from kafka_policy_proxy.codec.admin_denials import filled
 from kafka_policy_proxy.codec.framing import Buffer
 from kafka_policy_proxy.codec.prescan import count_elements, decode_untrusted
-from kafka_policy_proxy.codec.registry import encode, request_class
+from kafka_policy_proxy.codec.registry import decode_exact, encode, request_class, response_class
 
 STREAMS_GROUP_HEARTBEAT = 88
 CHANGELOG = "changelog"
@@ -144,3 +144,10 @@ def partitions_bound(
 def denial(message: str, error: ErrorCode = ErrorCode.streams_invalid_topology) -> bytes:
     """A heartbeat response body carrying only `error` and `message`."""
     return encode(filled(StreamsGroupHeartbeatResponse, error, message))
+
+
+def accepted(api_version: int, body: bytes) -> bool:
+    """Whether a heartbeat response shows no error: the coordinator took the topology and
+    creates what it lacks; CodecError."""
+    response: Any = decode_exact(response_class(STREAMS_GROUP_HEARTBEAT, api_version), body)
+    return response.error_code is ErrorCode.none

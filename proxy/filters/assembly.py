@@ -35,6 +35,8 @@ def proxy_chain(
     budget_locks: BudgetLocks | None = None,
 ) -> FilterChain:
     """The proxy's filters in order; a request handled by several goes through each in turn."""
+    # One set of budget turns for every filter whose requests can create or grow topics.
+    locks = budget_locks or BudgetLocks()
     return FilterChain(
         [
             ApiVersionsFilter(),
@@ -44,11 +46,11 @@ def proxy_chain(
             # The rate and audit budget per principal; the filters after it run in fair turns.
             _admission(admission or AdmissionConfig(), audit_budget, legacy_error_code),
             AddressRewriteFilter(listeners),
-            TopicPolicyFilter(policy, facts, recorder, legacy_error_code, budget_locks),
-            AutoCreateGuardFilter(policy, facts, recorder, max_entries_per_request),
+            TopicPolicyFilter(policy, facts, recorder, legacy_error_code, locks),
+            AutoCreateGuardFilter(policy, facts, recorder, max_entries_per_request, locks),
             # A topology's elements in all, bounded as a guarded request's are.
             StreamsTopologyFilter(
-                policy, facts, recorder, ELEMENTS_PER_ENTRY * max_entries_per_request
+                policy, facts, recorder, ELEMENTS_PER_ENTRY * max_entries_per_request, locks
             ),
             AdminApiFilter(policy, recorder),
         ]

@@ -8,6 +8,10 @@ absent (the cluster-state cache), so its re-creation is judged too. A request na
 topics than `limits.max_entries_per_request` is not judged: its auto-creation is turned off
 (v4+), or its connection closed (v0-3 cannot turn it off), so no Metadata request costs more
 reads and judgements than the largest admin request.
+
+Creations a budget judges are decided in the budget's turn, as CreateTopics are
+(proxy/filters/budget_turn.py): held until the broker's answer, whose topics shown as there or
+being created the next holder counts; a turn not had in time turns auto-creation off.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ from kafka_policy_proxy.codec.metadata_request import (
     metadata_topics,
     without_auto_create,
 )
+from kafka_policy_proxy.codec.metadata_response import shown_topics
 from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.policy.builders import create_request
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import FactQuery, overrides_refused
-from kafka_policy_proxy.policy.model import Fact
+from kafka_policy_proxy.policy.model import Fact, TopicState
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks, Turn
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.filters.api import (
@@ -40,6 +46,7 @@ from kafka_policy_proxy.proxy.filters.api import (
     RequestContext,
     Verdict,
 )
+from kafka_policy_proxy.proxy.filters.budget_turn import budgeted, judged_in_turn, recording
 from kafka_policy_proxy.proxy.filters.topic_requests import forgetting, policy_principal
 
 log = structlog.get_logger("proxy.enforcement")
@@ -58,11 +65,13 @@ class AutoCreateGuardFilter(Filter):
         facts: LiveFacts,
         recorder: DecisionRecorder,
         max_names: int = 5000,
+        locks: BudgetLocks | None = None,
     ) -> None:
         self._policy = policy
         self._facts = facts
         self._recorder = recorder
         self._max_names = max_names
+        self._locks = locks or BudgetLocks()
 
     def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
         """Forward; judge first if the request could create topics."""
@@ -103,19 +112,47 @@ class AutoCreateGuardFilter(Filter):
                 return Forward()
             return _without_auto_create(ctx, request)
         principal = policy_principal(ctx)
-        verdicts = [
-            overrides_refused(v, "auto-creation", "create the topic with CreateTopics")
-            for v in await self._facts.judge(
-                policy, [create_request(name, principal=principal) for name in missing]
-            )
-        ]
-        # Metadata has no message to quote the ids in: the log lines and records carry them.
-        recorded = self._recorder.record(ctx, policy.revision, verdicts)
-        if not all(v.decision is None or v.decision.allowed for v in verdicts):
-            return _without_auto_create(ctx, request)
-        if await self._recorder.confirmed(recorded.written) is not None:
-            return _without_auto_create(ctx, request)  # audit.on_failure: closed
-        return Forward(forgetting(self._facts, missing))
+        requests = [create_request(name, principal=principal) for name in missing]
+        judged, turn = await judged_in_turn(
+            self._locks, self._facts, policy, requests, ctx.connection_id
+        )
+        try:
+            verdicts = [
+                overrides_refused(v, "auto-creation", "create the topic with CreateTopics")
+                for v in judged
+            ]
+            # Metadata has no message to quote the ids in: the log lines and records carry them.
+            recorded = self._recorder.record(ctx, policy.revision, verdicts)
+            if not all(v.decision is None or v.decision.allowed for v in verdicts):
+                return _released(turn, _without_auto_create(ctx, request))
+            if await self._recorder.confirmed(recorded.written) is not None:
+                # audit.on_failure: closed
+                return _released(turn, _without_auto_create(ctx, request))
+        except BaseException:
+            if turn is not None:
+                turn.release()
+            raise
+        hook = forgetting(self._facts, missing)
+        if turn is None:
+            return Forward(hook)
+        ledger = budgeted(verdicts)
+        version = ctx.api_version
+
+        def created(body: bytes) -> list[TopicState]:
+            return [ledger[n] for n in shown_topics(version, body) if n in ledger]
+
+        return Forward(recording(turn, hook, created))
+
+    def on_close(self, connection_id: int) -> None:
+        """The connection ended: its budget turns are given back."""
+        self._locks.close_connection(connection_id)
+
+
+def _released(turn: Turn | None, verdict: ForwardModified) -> ForwardModified:
+    """Nothing is created: the turn, if any, goes back now."""
+    if turn is not None:
+        turn.release()
+    return verdict
 
 
 def _without_auto_create(ctx: RequestContext, request: Any) -> ForwardModified:

@@ -9,6 +9,11 @@ STREAMS_INVALID_TOPOLOGY, which a Streams client treats as fatal and logs with t
 the broker never sees it. Facts or an audit record that cannot be had answer
 COORDINATOR_NOT_AVAILABLE, which the client retries. A heartbeat without a topology (all but
 the join) goes on after a scan of its first fields.
+
+Topics a budget judges are decided in the budget's turn, as CreateTopics are
+(proxy/filters/budget_turn.py), held until the coordinator's answer: it creates them after an
+answer without an error, so the next holder counts them from then. A turn not had in time
+denies the topology (STREAMS_INVALID_TOPOLOGY, with the reason).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from kafka_policy_proxy.codec.streams_heartbeat import (
     STREAMS_GROUP_HEARTBEAT,
     InternalTopic,
+    accepted,
     decode_heartbeat,
     denial,
     has_topology,
@@ -32,11 +38,13 @@ from kafka_policy_proxy.policy.decision_ids import cite
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import FactQuery, overrides_refused
 from kafka_policy_proxy.policy.judge import Verdict as TopicVerdict
-from kafka_policy_proxy.policy.model import Fact
+from kafka_policy_proxy.policy.model import Fact, TopicState
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder
+from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.cluster.unavailable import ClusterStateUnavailable
 from kafka_policy_proxy.proxy.filters.api import Answer, Filter, Forward, RequestContext, Verdict
+from kafka_policy_proxy.proxy.filters.budget_turn import budgeted, judged_in_turn, recording
 from kafka_policy_proxy.proxy.filters.topic_requests import forgetting, policy_principal
 
 log = structlog.get_logger("proxy.enforcement")
@@ -61,13 +69,15 @@ class StreamsTopologyFilter(Filter):
         facts: LiveFacts,
         recorder: DecisionRecorder,
         max_elements: int = MAX_ELEMENTS,
+        locks: BudgetLocks | None = None,
     ) -> None:
         """`max_elements`: array elements a topology may declare in all, checked before it is
-        decoded (over it, the heartbeat is refused)."""
+        decoded (over it, the heartbeat is refused); `locks`: the budgets' turns."""
         self._policy = policy
         self._facts = facts
         self._recorder = recorder
         self._max_elements = max_elements
+        self._locks = locks or BudgetLocks()
 
     def on_request(self, ctx: RequestContext) -> Verdict | Awaitable[Verdict]:
         """Forward a plain heartbeat; judge the internal topics a topology would create."""
@@ -116,10 +126,36 @@ class StreamsTopologyFilter(Filter):
             )
             for t in missing
         ]
-        verdicts = [
-            overrides_refused(v, STREAMS_TOPOLOGY, CREATE_FIRST)
-            for v in await self._facts.judge(policy, requests)
-        ]
+        judged, turn = await judged_in_turn(
+            self._locks, self._facts, policy, requests, ctx.connection_id
+        )
+        try:
+            verdicts = [overrides_refused(v, STREAMS_TOPOLOGY, CREATE_FIRST) for v in judged]
+            refusal = await self._refusal(ctx, policy, verdicts)
+        except BaseException:
+            if turn is not None:
+                turn.release()
+            raise
+        if refusal is not None:
+            if turn is not None:
+                turn.release()
+            return refusal
+        hook = forgetting(self._facts, [t.name for t in missing])
+        if turn is None:
+            return Forward(hook)
+        ledger = budgeted(verdicts)
+        version = ctx.api_version
+
+        def created(body: bytes) -> list[TopicState]:
+            # The coordinator creates the topics after it answers: counted from the answer.
+            return list(ledger.values()) if accepted(version, body) else []
+
+        return Forward(recording(turn, hook, created))
+
+    async def _refusal(
+        self, ctx: RequestContext, policy: CompiledPolicy, verdicts: Sequence[TopicVerdict]
+    ) -> Answer | None:
+        """Record the verdicts; the answer if any is denied or the audit cannot have them."""
         recorded = self._recorder.record(ctx, policy.revision, verdicts)
         denied = [
             (v, decision_id)
@@ -133,7 +169,11 @@ class StreamsTopologyFilter(Filter):
             log.warning("streams topology refused: audit log unavailable", conn=ctx.connection_id)
             first = next((i for i in recorded.ids if i is not None), None)
             return _retry(unaudited if first is None else cite(unaudited, first))
-        return Forward(forgetting(self._facts, [t.name for t in missing]))
+        return None
+
+    def on_close(self, connection_id: int) -> None:
+        """The connection ended: its budget turns are given back."""
+        self._locks.close_connection(connection_id)
 
 
 def _or_default(count: int | None) -> int:

@@ -34,16 +34,15 @@ from kafka_policy_proxy.codec.guarded import (
 from kafka_policy_proxy.codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
-from kafka_policy_proxy.policy.budgets import keys_of, requested_state
+from kafka_policy_proxy.policy.budgets import requested_state
 from kafka_policy_proxy.policy.decision_ids import cite
 from kafka_policy_proxy.policy.decision_log import is_unknown_topic
 from kafka_policy_proxy.policy.engine import CompiledPolicy
-from kafka_policy_proxy.policy.judge import Judgement
 from kafka_policy_proxy.policy.judge import Verdict as JudgedTopic
 from kafka_policy_proxy.policy.model import Override, TopicState
 from kafka_policy_proxy.policy.overrides import PARTITIONS
 from kafka_policy_proxy.proxy.audit.recorder import DecisionRecorder, Written
-from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks, Turn, TurnTimeout
+from kafka_policy_proxy.proxy.cluster.budget_locks import BudgetLocks, Turn
 from kafka_policy_proxy.proxy.cluster.live_facts import LiveFacts
 from kafka_policy_proxy.proxy.filters.api import (
     Answer,
@@ -53,6 +52,7 @@ from kafka_policy_proxy.proxy.filters.api import (
     RequestContext,
     Verdict,
 )
+from kafka_policy_proxy.proxy.filters.budget_turn import judged_in_turn, recording
 from kafka_policy_proxy.proxy.filters.changed_state import state_after
 from kafka_policy_proxy.proxy.filters.topic_requests import (
     config_resource_request,
@@ -119,17 +119,15 @@ class TopicPolicyFilter(Filter):
         judged = [item for item in items if item.index not in denied]
         requests = [topic_request(item, principal, validate_only) for item in judged]
         # What a budget judges is decided and forwarded in its turn (proxy/cluster/budget_locks).
-        keys = [] if validate_only else keys_of(policy.budgets, requests)
-        turn = None
+        verdicts, turn = await judged_in_turn(
+            self._locks,
+            self._facts,
+            policy,
+            requests,
+            ctx.connection_id,
+            take_turn=not validate_only,
+        )
         try:
-            if keys:
-                turn = await self._locks.acquire(keys, ctx.connection_id)
-        except TurnTimeout as exc:
-            verdicts = Judgement(policy, requests).unavailable(str(exc))
-        try:
-            if turn is not None or not keys:
-                pending = turn.pending() if turn is not None else ()
-                verdicts = await self._facts.judge(policy, requests, pending)
             return await self._decided(
                 ctx,
                 api,
@@ -315,16 +313,11 @@ class TopicPolicyFilter(Filter):
             return inner
         turn, ledger = budgets
 
-        def after(body: bytes) -> bytes:
-            try:
-                merged = inner(body)
-                response = api.decode_response(ctx.api_version, body)
-                turn.record(ledger[n] for n in _accepted_names(api, response) if n in ledger)
-                return merged
-            finally:
-                turn.release()
+        def accepted(body: bytes) -> list[TopicState]:
+            response = api.decode_response(ctx.api_version, body)
+            return [ledger[n] for n in _accepted_names(api, response) if n in ledger]
 
-        return after
+        return recording(turn, inner, accepted)
 
     def _hook(
         self,
