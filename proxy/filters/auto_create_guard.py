@@ -114,7 +114,7 @@ class AutoCreateGuardFilter(Filter):
         principal = policy_principal(ctx)
         requests = [create_request(name, principal=principal) for name in missing]
         judged, turn = await judged_in_turn(
-            self._locks, self._facts, policy, requests, ctx.connection_id
+            self._locks, self._facts, policy, requests, ctx.connection_id, creating=True
         )
         try:
             verdicts = [

@@ -26,9 +26,12 @@ async def judged_in_turn(
     connection_id: int,
     *,
     take_turn: bool = True,
+    creating: bool = False,
 ) -> tuple[list[Verdict], Turn | None]:
     """The verdicts, and the turn now held if a budget judges a request (`take_turn` false:
-    judged without one, as a validate-only request is)."""
+    judged without one, as a validate-only request is). `creating`: the requests are creates
+    of topics the reads lack, the broker creating what it lacks; one the ledger shows created
+    already is left out (no verdict), as the broker would create it only once."""
     keys = keys_of(policy.budgets, requests) if take_turn else []
     if not keys:
         return await facts.judge(policy, requests), None
@@ -37,7 +40,11 @@ async def judged_in_turn(
     except TurnTimeout as exc:
         return Judgement(policy, requests).unavailable(str(exc)), None
     try:
-        return await facts.judge(policy, requests, turn.pending()), turn
+        pending = turn.pending()
+        if creating:
+            shown = {state.name for state in pending}
+            requests = [r for r in requests if r.name not in shown]
+        return await facts.judge(policy, requests, pending), turn
     except BaseException:
         turn.release()
         raise

@@ -127,7 +127,7 @@ class StreamsTopologyFilter(Filter):
             for t in missing
         ]
         judged, turn = await judged_in_turn(
-            self._locks, self._facts, policy, requests, ctx.connection_id
+            self._locks, self._facts, policy, requests, ctx.connection_id, creating=True
         )
         try:
             verdicts = [overrides_refused(v, STREAMS_TOPOLOGY, CREATE_FIRST) for v in judged]

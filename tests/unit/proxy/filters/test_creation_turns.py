@@ -96,6 +96,15 @@ async def test_a_topic_the_answer_does_not_show_created_is_not_counted(records: 
     assert isinstance(await ask(flt, "pay.b", connection_id=2), Forward)
 
 
+async def test_a_topic_being_created_is_not_counted_twice(records: Records) -> None:
+    flt = guard(records)
+    first = await ask(flt, "pay.a", connection_id=1)
+    assert isinstance(first, Forward) and first.hook is not None
+    await settle(first.hook(shown(("pay.a", ErrorCode.leader_not_available))))
+    # Another client asking for pay.a meanwhile: the broker has it, nothing more is created.
+    assert isinstance(await ask(flt, "pay.a", connection_id=2), Forward)
+
+
 async def test_a_turned_off_auto_creation_gives_the_turn_back(records: Records) -> None:
     flt = guard(records)
     assert turned_off(await ask(flt, "pay.a", "pay.b", connection_id=1))  # 2 topics over 1
@@ -165,3 +174,12 @@ async def test_a_closed_heartbeat_connection_gives_the_turn_back(records: Record
     assert isinstance(await join(flt, "app-s-changelog", 1), Forward)
     flt.on_close(1)
     assert isinstance(await asyncio.wait_for(join(flt, "app-t-changelog", 2), 0.2), Forward)
+
+
+async def test_a_second_member_joining_with_the_same_topology_goes_on(records: Records) -> None:
+    flt = topology(records)
+    first = await join(flt, "app-s-changelog", 1)
+    assert isinstance(first, Forward) and first.hook is not None
+    await settle(first.hook(heartbeat_answer(ErrorCode.none)))
+    # The coordinator creates app-s-changelog once: the second member's join does not count it.
+    assert isinstance(await join(flt, "app-s-changelog", 2), Forward)
