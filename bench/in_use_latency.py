@@ -1,7 +1,7 @@
 """What the in-use check adds to a delete, on a cluster with 1,000 consumer groups.
 
-Usage: flock /tmp/kpp-kafka.lock python -m bench.in_use_latency [--samples N] [--groups N]
-Starts its own 3-broker cluster on the integration tests' ports (29092+, hence the lock) and
+Usage: python -m bench.in_use_latency [--samples N] [--groups N]
+Starts its own 3-broker cluster on the integration tests' ports (29092+: not during a test run) and
 two proxies (26200+ and 26220+): one enforces an `in_use` rule on `bench.` topics, the other
 the same policy without it. First `--groups` consumer groups commit an offset (on a topic of
 their own, no live members: the check must still list and fetch them all); then each sample
