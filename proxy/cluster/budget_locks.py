@@ -112,6 +112,8 @@ class BudgetLocks:
         self._wait_s = wait_s
         self._hold_s = hold_s
         self._locks: dict[BudgetKey, asyncio.Lock] = {}
+        # Requests waiting for each key's lock: a lock nobody holds or awaits is dropped.
+        self._waiting: dict[BudgetKey, int] = {}
         self._ledgers: dict[BudgetKey, list[Entry]] = {}
         self._by_connection: dict[int, set[Turn]] = {}
 
@@ -133,7 +135,13 @@ class BudgetLocks:
         try:
             for key in keys:
                 lock = self._locks.setdefault(key, asyncio.Lock())
-                await asyncio.wait_for(lock.acquire(), max(0.0, deadline - loop.time()))
+                self._waiting[key] = self._waiting.get(key, 0) + 1
+                try:
+                    await asyncio.wait_for(lock.acquire(), max(0.0, deadline - loop.time()))
+                finally:
+                    self._waiting[key] -= 1
+                    if not self._waiting[key]:
+                        del self._waiting[key]
                 held.append(lock)
                 if self._directory is not None:
                     files.append(await self._flock(key, deadline))
@@ -195,7 +203,7 @@ class BudgetLocks:
             lock = self._locks.get(key)
             if lock is not None and lock.locked():
                 lock.release()
-                if not lock.locked() and not getattr(lock, "_waiters", None):
+                if not lock.locked() and key not in self._waiting:
                     # Unused: dropped, so that per-user keys do not pile up.
                     del self._locks[key]
 
