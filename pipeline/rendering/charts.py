@@ -49,7 +49,7 @@ def time_chart(
     """One line per series over time; `rate` (a name and shares 0..1) on a right-hand axis.
     The legend sits above the plot, where no line runs through it."""
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    x: list[Any] = list(periods.starts)  # matplotlib plots datetimes; its stubs want numbers
+    x = _middles(periods)
     handles: list[Any] = []
     for i, (name, values) in enumerate(series.items()):
         color = f"C{i}"
@@ -96,7 +96,7 @@ def small_multiples(
         sharey=True,
         squeeze=False,
     )
-    x: list[Any] = list(periods.starts)
+    x = _middles(periods)
     for ax, (name, values) in zip(axes.flat, series.items(), strict=False):
         _plot(ax, periods, x, values, color="#c0392b", markersize=3)
         ax.set_title(name, fontsize="small")
@@ -110,6 +110,12 @@ def small_multiples(
     top = max((max(v, default=0) for v in series.values()), default=0)
     note = f"One y scale for every panel: {ylabel}, 0 to {top:,.0f} at the highest; UTC."
     return Chart(title, _png(fig), " ".join(filter(None, (note, partial_note(periods)))))
+
+
+def _middles(periods: Periods) -> list[Any]:
+    # Each period's point in its middle, inside its band when it is partial. matplotlib plots
+    # datetimes; its stubs want numbers.
+    return [s + (_drawable(period_end(s, periods.step)) - s) / 2 for s in periods.starts]
 
 
 def _partial_indexes(periods: Periods) -> tuple[bool, bool]:
@@ -148,7 +154,7 @@ def _plot(
     for ends in (slice(0, 2) if first else None, slice(-2, None) if last else None):
         if ends is None:
             continue
-        ax.plot(x[ends], values[ends], "--", color=color, linewidth=linewidth, alpha=0.7)
+        ax.plot(x[ends], values[ends], "--", color=color, linewidth=linewidth * 0.8, alpha=0.6)
         point = 0 if ends.start == 0 else -1
         ax.plot(
             [x[point]],

@@ -20,7 +20,8 @@ from datetime import datetime
 
 @dataclass(frozen=True)
 class Text:
-    """A cell's text drawn as `kind` (`code`: a sample, kept on one line; `warn`; `good`),
+    """A cell's text drawn as `kind` (`msg`: a message, wrapped; `code`: a sample, cut on one
+    line; `warn`),
     with `hover` shown on pointing at it (the full text of a shortened one)."""
 
     text: str
@@ -190,11 +191,11 @@ _CSS = (
     ".figures dd{margin:0;font-size:1.4em;font-weight:600}.empty{color:#666;font-style:italic}"
     "img{max-width:100%}.note{color:#555;font-size:.9em;margin:.2em 0}"
     ".act{border:2px solid #c0392b;border-radius:6px;padding:0 1em .5em;margin:1em 0}"
-    ".act h2{margin-top:.5em}.act h3{margin:.8em 0 .2em}.act table{margin:.3em 0}"
+    ".act h2{margin-top:.5em}.act h3{margin:.8em 0 .2em}.act table{margin:.3em 0;width:100%}"
     ".code{font-family:ui-monospace,monospace;font-size:.85em;white-space:nowrap;"
     "display:inline-block;max-width:32em;overflow:hidden;text-overflow:ellipsis;"
     "vertical-align:bottom}"
     ".warn{color:#a93226;font-weight:600}p.warn{background:#fdedec;padding:.5em .8em;"
-    "border-left:4px solid #c0392b;font-weight:normal;color:#222}.good{color:#1e8449}"
-    ".nowrap{white-space:nowrap}"
+    "border-left:4px solid #c0392b;font-weight:normal;color:#222}"
+    "td{white-space:nowrap}.msg{white-space:normal;display:inline-block;min-width:16em}"
 )

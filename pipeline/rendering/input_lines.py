@@ -59,10 +59,10 @@ def bad_lines_table(rows: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def short_uri(uri: str) -> Text:
-    """A file URI as its last two path segments, kept on one line; the whole URI on hover."""
+    """A file URI as its last two path segments; the whole URI on hover."""
     parts = [p for p in uri.split("/") if p]
     short = "/".join(parts[-2:]) if len(parts) > 2 else uri
-    return Text(short if short == uri else "…/" + short, "nowrap", uri)
+    return Text(short if short == uri else "…/" + short, "", uri)
 
 
 def _sample(sample: str | None) -> Text | None:

@@ -27,5 +27,5 @@ def principal_cell(principal: str | None) -> Cell:
 
 
 def principal_name(principal: str | None) -> str:
-    """A principal for a sentence or a chart label."""
+    """A principal for a chart label: an unauthenticated one marked as such."""
     return _UNAUTHENTICATED.get(principal or "", principal or "")

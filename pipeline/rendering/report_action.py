@@ -10,14 +10,11 @@ from typing import Any
 
 from kafka_policy_proxy.pipeline.rendering.governance import expiring, near_limit
 from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Note, Section, Table, Text
-from kafka_policy_proxy.pipeline.rendering.principals import (
-    principal_cell,
-    principal_name,
-    unauthenticated,
-)
+from kafka_policy_proxy.pipeline.rendering.principals import principal_cell, unauthenticated
 
 FIRST_SCREEN_ROWS = 5
 MESSAGE_CHARS = 160
+_NO_PRINCIPAL = "the requests refused before authentication (no principal)"
 
 
 def act_section(facts: dict[str, Any]) -> Section:
@@ -26,9 +23,6 @@ def act_section(facts: dict[str, Any]) -> Section:
     periods = facts.get("periods")  # absent from the facts of reports before the rollups
     if periods:
         parts.append(Note(period_change(facts["hourly"], periods), key="period-change"))
-        parts.append(_rising(facts["rising"], periods))
-    if "topics" in facts:
-        parts.append(topics_table(facts["topics"], facts["topics_total"], FIRST_SCREEN_ROWS))
     parts += _unauthenticated(facts["principals"])
     soon = expiring(facts.get("exceptions", []), facts["last"])
     if soon:
@@ -50,6 +44,10 @@ def act_section(facts: dict[str, Any]) -> Section:
                 key="budgets-near-limit",
             )
         )
+    if periods:
+        parts.append(_rising(facts["rising"], periods))
+    if "topics" in facts:
+        parts.append(topics_table(facts["topics"], facts["topics_total"], FIRST_SCREEN_ROWS))
     return Section("What to act on", parts, key="act")
 
 
@@ -90,9 +88,11 @@ def topics_table(rows: Sequence[dict[str, Any]], total: int, limit: int) -> Tabl
 
 def message(text: str | None) -> Cell:
     """A violation message for a cell: cut to a readable length, whole on hover."""
-    if not text or len(text) <= MESSAGE_CHARS:
-        return text
-    return Text(text[: MESSAGE_CHARS - 1] + "…", "", text)
+    if not text:
+        return None
+    if len(text) <= MESSAGE_CHARS:
+        return Text(text, "msg")
+    return Text(text[: MESSAGE_CHARS - 1] + "…", "msg", text)
 
 
 def _rising(rows: Sequence[dict[str, Any]], periods: dict[str, Any]) -> Table:
@@ -120,7 +120,7 @@ def _rising(rows: Sequence[dict[str, Any]], periods: dict[str, Any]) -> Table:
 def _unauthenticated(principals: Sequence[dict[str, Any]]) -> list[Note]:
     return [
         Note(
-            f"Unauthenticated: {principal_name(r['principal'])} made {r['events']:,} "
+            f"Unauthenticated clients: {r['principal'] or _NO_PRINCIPAL} made {r['events']:,} "
             f"events, {r['denials']:,} of them denied ({100 * r['denials'] / r['events']:.1f}%), "
             f"on {r['topics']:,} topic(s). Its clients are not identified: require "
             "authentication on its listener, or find them by client id and address in the "
