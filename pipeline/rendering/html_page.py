@@ -87,6 +87,16 @@ class Page:
     parts: Sequence[Part] = field(default_factory=list)
 
 
+def filled_columns(
+    columns: Sequence[str], rows: Sequence[Sequence[Cell]]
+) -> tuple[list[str], list[list[Cell]]]:
+    """The columns (and rows) without those no row fills: an always-empty column says nothing."""
+    if not rows:
+        return list(columns), []
+    kept = [i for i in range(len(columns)) if any(row[i] not in (None, "") for row in rows)]
+    return [columns[i] for i in kept], [[row[i] for i in kept] for row in rows]
+
+
 def utc(moment: datetime | None) -> str | None:
     """A time as pages show it: to the second, in UTC, saying so."""
     return None if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -183,7 +193,7 @@ def _e(text: str) -> str:
 
 
 _CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:70em}"
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:78em}"
     "table{border-collapse:collapse;margin:1em 0}"
     "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}"
     "th{background:#f3f3f3}td{font-variant-numeric:tabular-nums}"
@@ -191,11 +201,11 @@ _CSS = (
     ".figures dd{margin:0;font-size:1.4em;font-weight:600}.empty{color:#666;font-style:italic}"
     "img{max-width:100%}.note{color:#555;font-size:.9em;margin:.2em 0}"
     ".act{border:2px solid #c0392b;border-radius:6px;padding:0 1em .5em;margin:1em 0}"
-    ".act h2{margin-top:.5em}.act h3{margin:.8em 0 .2em}.act table{margin:.3em 0;width:100%}"
+    ".act h2{margin-top:.5em}.act h3{margin:.8em 0 .2em}.act table{margin:.3em 0}"
     ".code{font-family:ui-monospace,monospace;font-size:.85em;white-space:nowrap;"
     "display:inline-block;max-width:32em;overflow:hidden;text-overflow:ellipsis;"
     "vertical-align:bottom}"
     ".warn{color:#a93226;font-weight:600}p.warn{background:#fdedec;padding:.5em .8em;"
     "border-left:4px solid #c0392b;font-weight:normal;color:#222}"
-    "td{white-space:nowrap}.msg{white-space:normal;display:inline-block;min-width:16em}"
+    "td{white-space:nowrap}.msg{white-space:normal;display:inline-block;min-width:16em;max-width:28em}"
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Table, Text
+from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Table, Text, filled_columns
 
 BAD_LINE_ROWS = 10
 SAMPLE_CHARS = 120
@@ -38,8 +38,7 @@ def bad_lines_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             f"The {BAD_LINE_ROWS} largest groups; and {len(rest):,} more "
             f"({lines:,} lines): all in bad_lines/."
         )
-    return Table(
-        "Lines that are not events, by file and reason",
+    columns, cells = filled_columns(
         ["file", "kind", "reason", "lines", "first line", "sample"],
         [
             [
@@ -52,6 +51,11 @@ def bad_lines_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             ]
             for r in shown
         ],
+    )
+    return Table(
+        "Lines that are not events, by file and reason",
+        columns,
+        cells,
         "every line is an event",
         note=note,
         key="bad-lines",

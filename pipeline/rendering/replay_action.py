@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Note, Section, Table, utc
+from kafka_policy_proxy.pipeline.rendering.html_page import (
+    Cell,
+    Note,
+    Section,
+    Table,
+    filled_columns,
+    utc,
+)
 from kafka_policy_proxy.pipeline.rendering.principals import principal_cell, unauthenticated
 from kafka_policy_proxy.pipeline.rendering.report_action import message
 
@@ -60,12 +67,13 @@ def sample_table(rows: Sequence[dict[str, Any]]) -> Table:
         ("recorded rules", lambda r: ", ".join(r["old_rules"] or ())),
         ("new violations", lambda r: message("; ".join(r["new_messages"] or ()))),
     ]
-    cells: list[list[Cell]] = [[cell(r) for _, cell in columns] for r in rows]
-    kept = [i for i in range(len(columns)) if any(row[i] not in (None, "") for row in cells)]
+    names, cells = filled_columns(
+        [name for name, _ in columns], [[cell(r) for _, cell in columns] for r in rows]
+    )
     return Table(
         f"A sample of flipped requests (the first {len(rows)} by time; all in decisions/)",
-        [columns[i][0] for i in kept] if rows else [name for name, _ in columns],
-        [[row[i] for i in kept] for row in cells],
+        names,
+        cells,
         "no flips",
         note="Distinct by principal, flip, resource and rules; without the columns no row fills.",
         key="sample",

@@ -13,7 +13,7 @@ from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Note, Section,
 from kafka_policy_proxy.pipeline.rendering.principals import principal_cell, unauthenticated
 
 FIRST_SCREEN_ROWS = 5
-MESSAGE_CHARS = 160
+MESSAGE_CHARS = 110  # a cell's message beyond this is cut, whole on hover
 _NO_PRINCIPAL = "the requests refused before authentication (no principal)"
 
 
