@@ -21,8 +21,8 @@ from kafka_policy_proxy.pipeline.rendering.report_action import message
 CLIENT_ROWS = 10
 
 
-def act_section(facts: dict[str, Any], summary: dict[str, Any]) -> Section:
-    """The first screen's section of the replay."""
+def act_section(facts: dict[str, Any], summary: dict[str, Any]) -> list[Section]:
+    """The first screen's section of the replay (none from facts without its keys)."""
     requests = summary["requests"]
     parts: list[Table | Note] = []
     distinct = facts.get("distinct")  # absent from the facts of replays before the contract
@@ -50,7 +50,7 @@ def act_section(facts: dict[str, Any], summary: dict[str, Any]) -> Section:
                 )
             )
         parts.append(_clients(clients))
-    return Section("What the candidate would break", parts, key="act")
+    return [Section("What the candidate would break", parts, key="act")] if parts else []
 
 
 def sample_table(rows: Sequence[dict[str, Any]]) -> Table:
@@ -127,4 +127,4 @@ def _count(value: Any) -> Cell:
     # A count, or the names themselves where the facts list them.
     if isinstance(value, list | tuple):
         return ", ".join(map(str, value))
-    return value
+    return int(value)

@@ -34,7 +34,7 @@ def replay_page(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> P
     requests = summary["requests"]
     flips = summary["allow_to_deny"] + summary["deny_to_allow"]
     parts: list[Part] = [
-        act_section(facts, summary),
+        *act_section(facts, summary),
         *_how_to_read(facts, summary),
         Table(
             f"Most affected topics and resources (the top {TABLE_ROWS})",

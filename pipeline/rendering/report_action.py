@@ -17,8 +17,8 @@ MESSAGE_CHARS = 110  # a cell's message beyond this is cut, whole on hover
 _NO_PRINCIPAL = "the requests refused before authentication (no principal)"
 
 
-def act_section(facts: dict[str, Any]) -> Section:
-    """The first screen's section of the report."""
+def act_section(facts: dict[str, Any]) -> list[Section]:
+    """The first screen's section of the report (none from old facts with nothing to say)."""
     parts: list[Table | Note] = []
     periods = facts.get("periods")  # absent from the facts of reports before the rollups
     if periods:
@@ -48,7 +48,7 @@ def act_section(facts: dict[str, Any]) -> Section:
         parts.append(_rising(facts["rising"], periods))
     if "topics" in facts:
         parts.append(topics_table(facts["topics"], facts["topics_total"], FIRST_SCREEN_ROWS))
-    return Section("What to act on", parts, key="act")
+    return [Section("What to act on", parts, key="act")] if parts else []
 
 
 def period_change(hourly: Sequence[dict[str, Any]], periods: dict[str, Any]) -> str:

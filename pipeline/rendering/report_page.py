@@ -39,7 +39,7 @@ def report_page(facts: dict[str, Any], audit: str) -> Page:
         )
     parts: list[Part] = []
     if total:
-        parts.append(act_section(facts))
+        parts += act_section(facts)
         periods = _periods(facts)
         parts.append(_time_chart(facts, periods))
         if facts["rule_hours"]:
