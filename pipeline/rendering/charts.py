@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display on servers and executors
 
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
@@ -104,9 +105,12 @@ def small_multiples(
         ax.set_ylim(bottom=0)
         _mark_partial(ax, periods, label=False)
         _time_axis(ax, periods)
+        # Few, short dates: the panels are narrow.
+        locator = mdates.AutoDateLocator(minticks=2, maxticks=5)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     for ax in list(axes.flat)[len(series) :]:
         ax.set_visible(False)
-    fig.autofmt_xdate()
     top = max((max(v, default=0) for v in series.values()), default=0)
     note = f"One y scale for every panel: {ylabel}, 0 to {top:,.0f} at the highest; UTC."
     return Chart(title, _png(fig), " ".join(filter(None, (note, partial_note(periods)))))
