@@ -106,9 +106,11 @@ def small_multiples(
         _mark_partial(ax, periods, label=False)
         _time_axis(ax, periods)
         # Few, short dates: the panels are narrow.
-        locator = mdates.AutoDateLocator(minticks=2, maxticks=5)
+        locator = mdates.AutoDateLocator(minticks=2, maxticks=5)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.xaxis.set_major_formatter(
+            mdates.ConciseDateFormatter(locator)  # type: ignore[no-untyped-call]
+        )
     for ax in list(axes.flat)[len(series) :]:
         ax.set_visible(False)
     top = max((max(v, default=0) for v in series.values()), default=0)

@@ -30,6 +30,7 @@ class Text:
 
 
 Cell = str | int | float | Text | None
+MESSAGE_CHARS = 110  # a message cell's text beyond this is cut, whole on hover
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,16 @@ class Page:
     figures: Sequence[tuple[str, Cell]] = ()
     notes: Sequence[str] = ()
     parts: Sequence[Part] = field(default_factory=list)
+
+
+def message(text: str | None) -> Cell:
+    """A message for a cell (a violation's, say): wrapped, cut to a readable length, whole on
+    pointing at it."""
+    if not text:
+        return None
+    if len(text) <= MESSAGE_CHARS:
+        return Text(text, "msg")
+    return Text(text[: MESSAGE_CHARS - 1] + "…", "msg", text)
 
 
 def filled_columns(

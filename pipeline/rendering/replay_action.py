@@ -13,10 +13,10 @@ from kafka_policy_proxy.pipeline.rendering.html_page import (
     Section,
     Table,
     filled_columns,
+    message,
     utc,
 )
 from kafka_policy_proxy.pipeline.rendering.principals import principal_cell, unauthenticated
-from kafka_policy_proxy.pipeline.rendering.report_action import message
 
 CLIENT_ROWS = 10
 

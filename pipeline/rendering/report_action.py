@@ -9,11 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kafka_policy_proxy.pipeline.rendering.governance import expiring, near_limit
-from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Note, Section, Table, Text
+from kafka_policy_proxy.pipeline.rendering.html_page import Note, Section, Table, Text, message
 from kafka_policy_proxy.pipeline.rendering.principals import principal_cell, unauthenticated
 
 FIRST_SCREEN_ROWS = 5
-MESSAGE_CHARS = 110  # a cell's message beyond this is cut, whole on hover
 _NO_PRINCIPAL = "the requests refused before authentication (no principal)"
 
 
@@ -84,15 +83,6 @@ def topics_table(rows: Sequence[dict[str, Any]], total: int, limit: int) -> Tabl
         note=f"Over the whole report{more}." if limit == FIRST_SCREEN_ROWS else "",
         key="top-topics" if limit == FIRST_SCREEN_ROWS else "topics",
     )
-
-
-def message(text: str | None) -> Cell:
-    """A violation message for a cell: cut to a readable length, whole on hover."""
-    if not text:
-        return None
-    if len(text) <= MESSAGE_CHARS:
-        return Text(text, "msg")
-    return Text(text[: MESSAGE_CHARS - 1] + "…", "msg", text)
 
 
 def _rising(rows: Sequence[dict[str, Any]], periods: dict[str, Any]) -> Table:

@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_policy_proxy.pipeline.rendering.html_page import Table, percent, utc
+from kafka_policy_proxy.pipeline.rendering.html_page import Table, message, percent, utc
 from kafka_policy_proxy.pipeline.rendering.principals import principal_cell
-from kafka_policy_proxy.pipeline.rendering.report_action import message, topics_table
+from kafka_policy_proxy.pipeline.rendering.report_action import topics_table
 
 TABLE_ROWS = 25  # rows in the HTML tables; the Parquet tables have them all
 
