@@ -9,6 +9,7 @@ from typing import Any
 
 from kafka_policy_proxy.pipeline.rendering.charts import bar_chart
 from kafka_policy_proxy.pipeline.rendering.html_page import (
+    Cell,
     Note,
     Page,
     Part,
@@ -94,6 +95,7 @@ def replay_page(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> P
         figures=[
             ("would flip", percent(flips, requests)),
             ("allow->deny", with_share(summary["allow_to_deny"], requests)),
+            *_breaks(facts),
             ("deny->allow", with_share(summary["deny_to_allow"], requests)),
             ("requests", requests),
             ("unchanged", summary["unchanged"]),
@@ -105,6 +107,18 @@ def replay_page(facts: dict[str, Any], summary: dict[str, Any], audit: str) -> P
         notes=[f"Candidate policy: {summary['policy']}. Input: {audit}."],
         parts=parts,
     )
+
+
+def _breaks(facts: dict[str, Any]) -> list[tuple[str, Cell]]:
+    # Who and what the allow->deny flips are, each counted once: not repeated requests.
+    distinct = facts.get("distinct")  # absent from the facts of replays before the contract
+    if distinct is None:
+        return []
+    return [
+        ("principals denied", distinct["principals"]),
+        ("topics denied", distinct["topics"]),
+        ("client ids denied", distinct["client_ids"]),
+    ]
 
 
 def _how_to_read(facts: dict[str, Any], summary: dict[str, Any]) -> list[Note]:

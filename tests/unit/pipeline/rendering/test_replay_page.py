@@ -21,6 +21,15 @@ def _table(html: str, key: str) -> str:
 def test_the_first_screen_counts_what_would_break_and_names_the_applications() -> None:
     facts, summary = replay_facts()
     html = render(replay_page(facts, summary, "file:///data/audit/"))
+    # The headline counts who and what would be denied, not only repeated requests.
+    figures = re.findall(r"<dt>([^<]+)</dt><dd>([^<]+)</dd>", html)
+    assert figures[:5] == [
+        ("would flip", "8.1%"),
+        ("allow-&gt;deny", "8,000 (8.1%)"),
+        ("principals denied", "3"),
+        ("topics denied", "41"),
+        ("client ids denied", "5"),
+    ]
     act = html[html.index('id="act"') : html.index("</section>")]
     assert html.index('id="act"') < html.index("Most affected topics")
     assert (
