@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from kafka_policy_proxy.pipeline.rendering.governance import expiring, near_limit
+from kafka_policy_proxy.pipeline.rendering.governance import NEAR, SOON, expiring, near_limit
 from kafka_policy_proxy.pipeline.rendering.html_page import Note, Section, Table, Text, message
 from kafka_policy_proxy.pipeline.rendering.principals import principal_cell, unauthenticated
 
@@ -27,7 +27,7 @@ def act_section(facts: dict[str, Any]) -> list[Section]:
     if soon:
         parts.append(
             Note(
-                f"{len(soon)} exception(s) expire within 14 days of the last event: "
+                f"{len(soon)} exception(s) expire within {SOON.days} days of the last event: "
                 f"{', '.join(soon)} (see Exceptions below).",
                 "warn",
                 key="exceptions-expiring",
@@ -37,7 +37,7 @@ def act_section(facts: dict[str, Any]) -> list[Section]:
     if full:
         parts.append(
             Note(
-                f"{len(full)} budget(s) at 80% of their limit or more: {', '.join(full)} "
+                f"{len(full)} budget(s) at {NEAR:.0%} of their limit or more: {', '.join(full)} "
                 "(see Budgets below).",
                 "warn",
                 key="budgets-near-limit",
@@ -46,42 +46,47 @@ def act_section(facts: dict[str, Any]) -> list[Section]:
     if periods:
         parts.append(_rising(facts["rising"], periods))
     if "topics" in facts:
-        parts.append(topics_table(facts["topics"], facts["topics_total"], FIRST_SCREEN_ROWS))
+        parts.append(
+            topics_table(
+                facts["topics"][:FIRST_SCREEN_ROWS],
+                facts["topics_total"],
+                key="top-topics",
+                note="Over the whole report; more in the list of denied topics below.",
+            )
+        )
     return [Section("What to act on", parts, key="act")] if parts else []
 
 
 def period_change(hourly: Sequence[dict[str, Any]], periods: dict[str, Any]) -> str:
-    """The denials and denial rate of the current period against the previous one."""
+    """The denials and denial rate of the current period against the previous one: whether
+    it is getting better (a lower denial rate, whatever the traffic)."""
     now = _counts(hourly, periods["current"], through=True)
     before = _counts(hourly, periods["previous"], through=False)
-    change = _change(now["denied"], before["denied"])
+    answer = ""
+    if now["events"] and before["events"]:
+        rates = [c["denied"] / c["events"] for c in (now, before)]
+        answer = "Yes: " if rates[0] < rates[1] else "No: " if rates[0] > rates[1] else ""
     return (
-        f"Is it getting better? {now['denied']:,} denials in {_span(periods['current'])} "
-        f"({_rate(now)} of events) against {before['denied']:,} in the period before, "
-        f"{_span(periods['previous'])} ({_rate(before)}): {change}."
+        f"Is it getting better? {answer}{now['denied']:,} denials in "
+        f"{_span(periods['current'])} ({_rate(now)} of events) against {before['denied']:,} "
+        f"in the period before, {_span(periods['previous'])} ({_rate(before)}): "
+        f"{_change(now['denied'], before['denied'])}."
     )
 
 
-def topics_table(rows: Sequence[dict[str, Any]], total: int, limit: int) -> Table:
-    """The most denied topics, each with the rule denying it most and one of its messages."""
-    more = f"; and {total - limit:,} more topics below" if total > limit else ""
+def topics_table(rows: Sequence[dict[str, Any]], total: int, *, key: str, note: str) -> Table:
+    """The denied `rows` of the `total` topics denied, each with the rule denying it most and
+    one of its messages."""
     return Table(
-        f"Most denied topics ({min(limit, total):,} of {total:,} denied)",
+        f"Most denied topics ({len(rows):,} of {total:,} denied)",
         ["rank", "topic", "denials", "principals", "rule denying most", "example message"],
         [
-            [
-                r["rank"],
-                r["topic"],
-                r["denials"],
-                r["principals"],
-                r["rule"],
-                message(r["example"]),
-            ]
-            for r in rows[:limit]
+            [r["rank"], r["topic"], r["denials"], r["principals"], r["rule"], message(r["example"])]
+            for r in rows
         ],
         "no topic was denied",
-        note=f"Over the whole report{more}." if limit == FIRST_SCREEN_ROWS else "",
-        key="top-topics" if limit == FIRST_SCREEN_ROWS else "topics",
+        note=note,
+        key=key,
     )
 
 

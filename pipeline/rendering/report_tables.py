@@ -59,7 +59,14 @@ def ranked_tables(facts: dict[str, Any]) -> list[Table]:
         ),
     ]
     if "topics" in facts:
-        tables.append(topics_table(facts["topics"], facts["topics_total"], TABLE_ROWS))
+        tables.append(
+            topics_table(
+                facts["topics"][:TABLE_ROWS],
+                facts["topics_total"],
+                key="topics",
+                note="Each with the rule denying it most and one of its violation messages.",
+            )
+        )
     tables += [
         Table(
             "Decisions by action",
