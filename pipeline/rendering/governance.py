@@ -12,6 +12,7 @@ from kafka_policy_proxy.pipeline.rendering.html_page import Cell, Table, Text, u
 
 SOON = timedelta(days=14)
 NEAR = 0.8  # a budget this full is near its limit
+_NEVER = datetime.max.replace(tzinfo=UTC)  # where an expiry that cannot be read sorts
 
 
 def expiring(exceptions: Sequence[dict[str, Any]], last: datetime | None) -> list[str]:
@@ -32,9 +33,7 @@ def near_limit(budgets: Sequence[dict[str, Any]]) -> list[str]:
 
 def exceptions_table(exceptions: Sequence[dict[str, Any]], last: datetime | None) -> Table:
     """Each exception in use: its rule, ticket, expiry (and how soon), waivers and principals."""
-    ordered = sorted(
-        exceptions, key=lambda e: (_instant(e["expires"]) is None, e["expires"], e["exception"])
-    )
+    ordered = sorted(exceptions, key=lambda e: (_instant(e["expires"]) or _NEVER, e["exception"]))
     return Table(
         "Exceptions in use, soonest to expire first",
         ["exception", "rule", "ticket", "expires", "expires in", "waivers", "principals", "last"],
