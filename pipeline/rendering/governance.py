@@ -42,7 +42,7 @@ def exceptions_table(exceptions: Sequence[dict[str, Any]], last: datetime | None
                 e["exception"],
                 e["rule"],
                 e["ticket"],
-                e["expires"],
+                utc(_instant(e["expires"])) or e["expires"],  # as recorded if unreadable
                 _expires_in(e["expires"], last),
                 e["waivers"],
                 e["principals"],
