@@ -161,7 +161,8 @@ def _flat(part: Part) -> Sequence[Part]:
 def _part(out: list[str], part: Part, heading: str) -> None:
     key = f' id="{_e(part.key)}"' if part.key else ""
     if isinstance(part, Note):
-        out.append(f'<p class="{_e(part.kind)}"{key}>{_e(part.text)}</p>')
+        kind = f' class="{_e(part.kind)}"' if part.kind else ""
+        out.append(f"<p{kind}{key}>{_e(part.text)}</p>")
         return
     if isinstance(part, Section):
         out.append(f'<section class="act"{key}><h2>{_e(part.title)}</h2>')
@@ -195,7 +196,8 @@ def _cell(value: Cell) -> str:
         return ""
     if isinstance(value, Text):
         hover = "" if value.hover is None else f' title="{_e(value.hover)}"'
-        return f'<span class="{_e(value.kind)}"{hover}>{_e(value.text)}</span>'
+        kind = f' class="{_e(value.kind)}"' if value.kind else ""
+        return f"<span{kind}{hover}>{_e(value.text)}</span>"
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int):
