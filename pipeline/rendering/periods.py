@@ -21,12 +21,15 @@ LONG_STEPS = tuple(timedelta(weeks=w) for w in (1, 4, 52, 520))
 @dataclass(frozen=True)
 class Periods:
     """The periods of a time axis (their starts, in UTC) and whether the first and last are
-    only partly covered by the data: drawn shaded, so that they do not read as a drop."""
+    only partly covered by the data (which runs from `first` to `last`): drawn as partial, so
+    that they do not read as a drop."""
 
     starts: Sequence[datetime]
     step: timedelta
     first_partial: bool = False
     last_partial: bool = False
+    first: datetime | None = None
+    last: datetime | None = None
 
 
 def periods_between(first: datetime, last: datetime) -> Periods:
@@ -48,6 +51,8 @@ def periods_between(first: datetime, last: datetime) -> Periods:
         step,
         first_partial=first > start,
         last_partial=last < period_end(starts[-1], step) - timedelta(seconds=1),
+        first=first,
+        last=last,
     )
 
 
@@ -84,3 +89,20 @@ def _following(start: datetime, step: timedelta) -> datetime | None:
         return start + step
     except OverflowError:
         return None  # no period starts after the year 9999
+
+
+def partial_note(periods: Periods) -> str:
+    """How a chart marks its partial periods, with the times the data starts and stops in
+    them; empty when every period is whole."""
+    said = []
+    if periods.first_partial and periods.first is not None:
+        said.append(f"the first from {_clock(periods.first, periods.step)}")
+    if periods.last_partial and periods.last is not None:
+        said.append(f"the last to {_clock(periods.last, periods.step)}")
+    if not said:
+        return ""
+    return f"Dashed, hollow points: partial {per(periods)}s ({' and '.join(said)} UTC)."
+
+
+def _clock(moment: datetime, step: timedelta) -> str:
+    return moment.strftime("%H:%M" if step < timedelta(days=1) else "%Y-%m-%d %H:%M")

@@ -27,6 +27,10 @@ from pyspark.sql import functions as F
 from harness.audit_data import example_cluster, write_snapshot
 from kafka_policy_proxy.pipeline.jobs.replay import run_replay
 from kafka_policy_proxy.pipeline.jobs.report import run_report
+from kafka_policy_proxy.pipeline.rendering.html_page import page_files
+from kafka_policy_proxy.pipeline.rendering.periods import periods_between
+from kafka_policy_proxy.pipeline.rendering.replay_page import replay_page
+from kafka_policy_proxy.pipeline.rendering.report_page import report_page
 from kafka_policy_proxy.pipeline.sources.audit_events import read_audit
 from kafka_policy_proxy.policy.decision_log import Outcome, RecordedAction
 from tests.unit.pipeline.jobs.report_inputs import (
@@ -38,6 +42,7 @@ from tests.unit.pipeline.jobs.report_inputs import (
     self_contained,
     table,
 )
+from tests.unit.pipeline.rendering.page_facts import replay_facts, report_facts
 
 # The key columns of `decisions`; `violations` adds rule and rule_mode.
 KEYS = (
@@ -351,7 +356,8 @@ def test_html_report_is_self_contained_with_the_key_numbers(mixed_report: Run) -
 
 
 # Injected at the top of a copy of the page: records every error (resource errors included,
-# in the capture phase) and, once loaded, each image's decoded and laid-out size.
+# in the capture phase) and, once loaded, each image's decoded and laid-out size and the top
+# and bottom of every element with an id (the parts of the first screen, say).
 _PROBE = """<script>
 window.__errors = [];
 addEventListener("error", e => {
@@ -363,6 +369,11 @@ addEventListener("load", () => document.documentElement.setAttribute("data-probe
     const box = i.getBoundingClientRect();
     return [i.naturalWidth, i.naturalHeight, box.width, box.height];
   }),
+  ids: Object.fromEntries([...document.querySelectorAll("[id]")].map(e => {
+    const box = e.getBoundingClientRect();
+    return [e.id, [box.top, box.bottom, box.right]];
+  })),
+  notes: [...document.querySelectorAll("p.note")].map(e => e.textContent),
 })));
 </script>"""
 
@@ -379,27 +390,91 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_report_renders_in_a_real_browser(mixed_report: Run, tmp_path: Path) -> None:
-    html = (mixed_report.out / "report.html").read_text()
+def _probe(html: str, tmp_path: Path) -> dict[str, Any]:
+    """What the probe recorded of the page, laid out in a first screen of 1280 x 1000."""
     probed = tmp_path / "probed.html"
     probed.write_text(html.replace("<head>", "<head>" + _PROBE, 1))
-    dom = _chromium("--virtual-time-budget=5000", "--dump-dom", probed.as_uri()).stdout
+    dom = _chromium(
+        "--virtual-time-budget=5000", "--window-size=1280,1000", "--dump-dom", probed.as_uri()
+    ).stdout
     found = re.search(r'data-probe="([^"]*)"', dom)
     assert found, "the page never finished loading"
-    probe = json.loads(htmllib.unescape(found.group(1)))
+    probe: dict[str, Any] = json.loads(htmllib.unescape(found.group(1)))
     assert probe["errors"] == []
+    return probe
+
+
+def _screenshots(page: Path, tmp_path: Path) -> dict[str, Any]:
+    """The page's first screen and its whole length as PNGs in `tmp_path`, as pixels."""
+    shots = {}
+    for name, height in (("first-screen", 1000), ("whole", 4000)):
+        shot = tmp_path / f"{page.stem}-{name}.png"
+        done = _chromium(f"--screenshot={shot}", f"--window-size=1280,{height}", page.as_uri())
+        assert "CONSOLE" not in done.stderr
+        pixels = matplotlib.image.imread(shot)
+        assert pixels.shape[:2] == (height, 1280)
+        assert pixels.std() > 0.05, f"a blank page? pixel deviation {pixels.std()}"
+        shots[name] = pixels
+    return shots
+
+
+def test_the_report_renders_in_a_real_browser(mixed_report: Run, tmp_path: Path) -> None:
+    html = (mixed_report.out / "report.html").read_text()
+    probe = _probe(html, tmp_path)
     assert len(probe["images"]) == 4
     for natural_width, natural_height, width, height in probe["images"]:
         # Decoded PNGs, laid out at a readable size.
         assert natural_width > 300 and natural_height > 100, probe["images"]
         assert width > 300 and height > 100, probe["images"]
-    shot = tmp_path / "report.png"
-    done = _chromium(
-        f"--screenshot={shot}",
-        "--window-size=1280,2400",
-        (mixed_report.out / "report.html").as_uri(),
-    )
-    assert "CONSOLE" not in done.stderr
-    pixels = matplotlib.image.imread(shot)
-    assert pixels.shape[:2] == (2400, 1280)
-    assert pixels.std() > 0.05, f"a blank page? pixel deviation {pixels.std()}"
+    # The input stops inside its last hour: the charts say which period is partial.
+    first, last = (_instant(t) for t in mixed_report.summary["time_range"].values())
+    periods = periods_between(first, last)
+    assert periods.last_partial
+    partial = [n for n in probe["notes"] if "Dashed, hollow points: partial hours" in n]
+    assert len(partial) == 2, probe["notes"]  # decisions over time and the rule panels
+    assert any(n.startswith("One y scale for every panel") for n in probe["notes"])
+    _screenshots(mixed_report.out / "report.html", tmp_path)
+
+
+def _instant(stamp: str) -> datetime:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("name", "first_screen"),
+    [
+        ("report", ["act", "period-change", "unauthenticated", "rising", "top-topics"]),
+        ("replay", ["act", "distinct", "unauthenticated", "clients"]),
+    ],
+)
+def test_the_first_screen_says_what_to_act_on_in_a_real_browser(
+    name: str, first_screen: list[str], tmp_path: Path
+) -> None:
+    """Pages of hand-built facts (`page_facts`: every key of the contracts) as a new user first
+    sees them: what to act on within the first screen, before any chart, and inside the page's
+    width; the partial periods said. The screenshots stay in the test's tmp_path."""
+    if name == "report":
+        page = report_page(report_facts(), "file:///data/audit/")
+    else:
+        facts, summary = replay_facts()
+        page = replay_page(facts, summary, "file:///data/audit/")
+    files = page_files(name, page)
+    for file, data in files.items():
+        (tmp_path / file).write_bytes(data)
+    html = files[f"{name}.html"].decode()
+    assert len(self_contained(html)) == (4 if name == "report" else 1)
+    probe = _probe(html, tmp_path)
+    ids = probe["ids"]
+    act_right = ids["act"][2]
+    for key in first_screen:
+        top, _, right = ids[key]
+        assert top < 1000, (key, ids[key])  # seen without scrolling
+        assert right <= act_right + 1, (key, ids[key])  # inside the box, not beyond it
+    if name == "report":
+        assert ids["act"][1] < ids["decisions-over-time"][0]  # before the first chart
+        assert ids["rising"][1] < 1000  # the rules and principals denied more: all on screen
+        partial = [n for n in probe["notes"] if "Dashed, hollow points: partial days" in n]
+        assert len(partial) == 2
+        for key in ("principal-rules", "topics", "exceptions", "budgets", "bad-lines"):
+            assert key in ids
+    _screenshots(tmp_path / f"{name}.html", tmp_path)
