@@ -46,7 +46,13 @@ from kafka_policy_proxy.policy.broker_configs import (
     reaches_topics,
 )
 from kafka_policy_proxy.policy.broker_configs import decide as decide_broker_config
-from kafka_policy_proxy.policy.budgets import BudgetBook, BudgetScope, retention_scope
+from kafka_policy_proxy.policy.budgets import (
+    BudgetBook,
+    BudgetScope,
+    facts_of,
+    retention_scope,
+    touched,
+)
 from kafka_policy_proxy.policy.budgets import needs as budget_needs
 from kafka_policy_proxy.policy.builders import resolve
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
@@ -126,7 +132,7 @@ class Verdict:
 class Judgement:
     """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
 
-    __slots__ = ("_needs", "_now", "_policy", "_requests", "query")
+    __slots__ = ("_needs", "_now", "_policy", "_requests", "_touched", "query")
 
     def __init__(
         self,
@@ -138,11 +144,17 @@ class Judgement:
         self._policy = policy
         self._requests = tuple(requests)
         self._now = aware(now)
+        # The budgets that judge each request: found once, for the query and for `decide`.
+        budgets = policy.budgets
+        self._touched = tuple(touched(budgets, r) for r in self._requests) if budgets else None
         # Kept for `decide`: a request nothing is folded into needs what it needed here.
-        self._needs = tuple(
-            policy.needs(request) | budget_needs(policy.budgets, request)
-            for request in self._requests
-        )
+        if self._touched is None:
+            self._needs = tuple(policy.needs(request) for request in self._requests)
+        else:
+            self._needs = tuple(
+                policy.needs(request) | facts_of(request, found)
+                for request, found in zip(self._requests, self._touched, strict=True)
+            )
         facts: set[Fact] = set()
         names: set[str] = set()
         ids: set[str] = set()
@@ -166,7 +178,7 @@ class Judgement:
             frozenset(facts),
             frozenset(names),
             frozenset(ids),
-            scoped=retention_scope(policy.budgets, self._requests),
+            scoped=None if self._touched is None else retention_scope(self._touched),
             usage=frozenset(usage),
             usage_ids=frozenset(usage_ids),
         )
@@ -178,7 +190,7 @@ class Judgement:
         judged = with_new_names(cluster, self._requests)
         budgets = BudgetBook(policy.budgets, cluster, policy.dry_run)
         verdicts = []
-        for request, needed in zip(self._requests, self._needs, strict=True):
+        for index, (request, needed) in enumerate(zip(self._requests, self._needs, strict=True)):
             resolved = resolve(request, cluster, wanted) if wanted else request
             if not resolved.name:
                 verdicts.append(
@@ -199,7 +211,15 @@ class Judgement:
                 rewritten, overrides = policy.override(resolved)
                 # Exceptions may waive a budget too: the book counts what is allowed in the end.
                 waive = partial(policy.exceptions.apply, rewritten, now=self._now)
-                decision = budgets.judge(rewritten, policy.evaluate(rewritten, judged), waive)
+                decision = budgets.judge(
+                    rewritten,
+                    policy.evaluate(rewritten, judged),
+                    waive,
+                    # What a budget judges depends on the name, not on what is folded in.
+                    self._touched[index]
+                    if self._touched is not None and rewritten.name == request.name
+                    else None,
+                )
                 if not overrides:
                     verdicts.append(Verdict(resolved, decision))
                 else:
