@@ -18,6 +18,7 @@ copied in) and runs the two trees in alternating subprocesses, then prints both 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -163,7 +164,8 @@ def digest(verdicts: Sequence[Verdict]) -> str:
 
 
 def timed(fn: Callable[[], list[Verdict]], topics: int) -> tuple[float, list[Verdict]]:
-    """µs of CPU per topic for one call of `fn`."""
+    """µs of CPU per topic for one call of `fn` (after a collection: runs start alike)."""
+    gc.collect()
     start = time.process_time()
     verdicts = fn()
     return (time.process_time() - start) * 1e6 / topics, verdicts

@@ -21,7 +21,6 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import islice, takewhile
 
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster, is_internal
 from kafka_policy_proxy.policy.configs import parse_value
@@ -332,29 +331,26 @@ def usage(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usag
     return found
 
 
-def _scope(budget: CompiledBudget, key: BudgetKey, names: tuple[str, ...]) -> Iterable[str]:
-    """The sorted names that may be in the scope: with a prefix, only those starting with it
-    (adjacent in sorted order)."""
-    prefix = budget.spec.topic_prefix
-    if not prefix:
-        return names
-    if budget.per_user:
-        prefix = prefix.replace(USER_PLACEHOLDER, key.user)
-    return takewhile(
-        lambda name: name.startswith(prefix), islice(names, bisect_left(names, prefix), None)
-    )
-
-
 def _count(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usage:
     defaults = dict(cluster.broker_default_configs())
     # Retention is read only where the budget limits it (the configs are read for no other).
     retention = budget.spec.max_retention_bytes is not None
+    user = key.user
+    prefix = budget.spec.topic_prefix
+    if prefix is not None and budget.per_user:
+        prefix = prefix.replace(USER_PLACEHOLDER, user)
+    topic = budget._topic
+    names = sorted_names(cluster)
+    # The names with the prefix are adjacent in sorted order: only those are looked at.
+    start = 0 if not prefix else bisect_left(names, prefix)
     # Summed unit by unit in name order, as `_amounts` gives them.
     topics = partitions = replicas = bytes_ = 0.0
     unlimited_by = None
-    user = key.user
-    for name in _scope(budget, key, sorted_names(cluster)):
-        if not budget.counts(name, user):
+    for index in range(start, len(names)):
+        name = names[index]
+        if prefix and not name.startswith(prefix):
+            break
+        if topic is not None and topic.fullmatch(name) is None:
             continue
         state = cluster.topic(name)
         if state is None:
