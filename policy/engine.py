@@ -20,7 +20,7 @@ from kafka_policy_proxy.policy.checks import (
     Verbatim,
     compile_rule,
 )
-from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.cluster import INTERNAL_TOPICS, ClusterState, is_internal
 from kafka_policy_proxy.policy.exceptions import compile_exceptions
 from kafka_policy_proxy.policy.java_policy import (
     JavaPolicy,
@@ -381,7 +381,8 @@ class CompiledPolicy:
     def evaluate(self, request: TopicRequest, cluster: ClusterState) -> Decision:
         """Evaluate every selected rule and plugin, in declaration order, for one topic."""
         name = request.name
-        internal = _is_internal(request, name)
+        current = request.current  # `_is_internal`, inline: this runs for every topic
+        internal = name in INTERNAL_TOPICS or (current is not None and current.internal)
         steps = self._steps_for(request, internal)
         violations: list[Violation] = []
         if not name:
