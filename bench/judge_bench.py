@@ -1,10 +1,12 @@
 """The one judge's cost per topic, as the proxy and the replay call it.
 
-Run: .venv/bin/python -m bench.judge_bench [--requests 5000] [--runs 5] [--compare REV]
+Run: .venv/bin/python -m bench.judge_bench [--requests 5000] [--runs 5] [--topics 1000]
+                                           [--compare REV]
 Single-topic requests (creates, config changes, partition increases, deletes) from seven
 principals against examples/policy.yaml (its exception, budgets and in-use rule present) and a
-cluster of 1,000 topics besides the example suite's. Each path judges the whole workload once
-per run, timed in CPU time on one core; the figure is the median of the runs, µs per topic:
+cluster of `--topics` topics besides the example suite's (a budget counts those it scopes).
+Each path judges the whole workload once per run, timed in CPU time on one core; the figure is
+the median of the runs, µs per topic:
 - `evaluate`: `CompiledPolicy.evaluate` alone on the requests as the proxy resolved them;
 - `proxy xN`: `Judgement(policy, batch, now=...)`, `ClusterFacts(cluster).read(query)`,
   `decide`, in batches of N topics (N = 1, 100, 1,000), as the proxy judges a request;
@@ -171,10 +173,10 @@ def timed(fn: Callable[[], list[Verdict]], topics: int) -> tuple[float, list[Ver
     return (time.process_time() - start) * 1e6 / topics, verdicts
 
 
-def measure(count: int, runs: int) -> dict[str, object]:
+def measure(count: int, runs: int, topics: int) -> dict[str, object]:
     """Every path's per-run µs per topic, and the digest of its decisions."""
     policy = load_policy((ROOT / "examples/policy.yaml").read_text(), "examples/policy.yaml")
-    state = cluster()
+    state = cluster(topics)
     facts = ClusterFacts(state)
     requests = workload(count, state)
     # What the proxy recorded: each request with the facts it was judged with folded in.
@@ -207,7 +209,7 @@ def measure(count: int, runs: int) -> dict[str, object]:
     return {"requests": count, "denied": denied, "times": times, "digests": digests}
 
 
-def compare(rev: str, count: int, runs: int) -> None:
+def compare(rev: str, count: int, runs: int, topics: int) -> None:
     """The tree at `rev` against this one, in alternating subprocesses, one run each."""
     here = Path(__file__).resolve()
     results: dict[str, dict[str, list[float]]] = {}
@@ -234,6 +236,8 @@ def compare(rev: str, count: int, runs: int) -> None:
                         "1",
                         "--requests",
                         str(count),
+                        "--topics",
+                        str(topics),
                     ],
                     cwd=tree,
                     env=env,
@@ -250,7 +254,10 @@ def compare(rev: str, count: int, runs: int) -> None:
                     + ", ".join(f"{n} {v[0]:.1f}" for n, v in data["times"].items()),
                     flush=True,
                 )
-    print(f"\nµs CPU per topic, median of {runs} alternating runs ({count:,} requests each):")
+    print(
+        f"\nµs CPU per topic, median of {runs} alternating runs ({count:,} requests each, "
+        f"{topics:,} topics besides the example's):"
+    )
     print(f"| path | {rev} | this tree | change |")
     print("|---|---|---|---|")
     for name in results[rev]:
@@ -266,13 +273,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--topics", type=int, default=1000, help="topics besides the example's")
     parser.add_argument("--compare", metavar="REV", help="alternate with this git revision")
     parser.add_argument("--json", action="store_true", help="print the raw runs as JSON")
     args = parser.parse_args()
     if args.compare:
-        compare(args.compare, args.requests, args.runs)
+        compare(args.compare, args.requests, args.runs, args.topics)
         return
-    result = measure(args.requests, args.runs)
+    result = measure(args.requests, args.runs, args.topics)
     if args.json:
         print(json.dumps(result))
         return
