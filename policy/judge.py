@@ -158,6 +158,9 @@ class Judgement:
         budgets = policy.budgets
         # The budgets that judge each request: found once, for the query and for `decide`.
         found: list[list[tuple[CompiledBudget, BudgetKey]]] | None = [] if budgets else None
+        # Whether `decide` keeps a budget book: a budget judges a request, or a request has no
+        # name yet (the facts may give it one that a budget counts).
+        book = False
         # Kept for `decide`: a request nothing is folded into needs what it needed here.
         needs: list[frozenset[Fact]] = []
         facts: set[Fact] = set()
@@ -172,6 +175,7 @@ class Judgement:
                 found.append(touches)
                 if touches:
                     needed = needed | facts_of(request, touches)
+                book = book or bool(touches) or (request.topic is None and request.current is None)
             needs.append(needed)
             if not request.name:
                 needed |= {Fact.TOPIC_STATE}  # a delete by topic id needs the topic's name
@@ -187,7 +191,8 @@ class Judgement:
                 elif request.topic_id is not None:
                     ids.add(request.topic_id)
         self._needs = tuple(needs)
-        self._touched = None if found is None else tuple(found)
+        # None: no budget book (and no retention scope) for this batch.
+        self._touched = tuple(found) if found is not None and book else None
         scoped = None if self._touched is None else retention_scope(self._touched)
         if names or ids or usage or usage_ids or scoped is not None:
             self.query = FactQuery(
@@ -208,13 +213,7 @@ class Judgement:
         requests = self._requests
         judged = with_new_names(cluster, requests) if len(requests) > 1 else cluster
         found = self._touched
-        # Without a budget to judge, no book to keep (a request without a name may get one).
-        budgets = (
-            BudgetBook(policy.budgets, cluster, policy.dry_run)
-            if found is not None
-            and (any(found) or any(r.topic is None and r.current is None for r in requests))
-            else None
-        )
+        budgets = None if found is None else BudgetBook(policy.budgets, cluster, policy.dry_run)
         waive, now = policy.exceptions.apply, self._now
         verdicts = []
         for index, (request, needed) in enumerate(zip(requests, self._needs, strict=True)):
