@@ -93,19 +93,15 @@ class CompiledBudget:
         self._last: tuple[object, dict[str, Usage]] = (None, {})
         # principal -> its counter, None if the budget does not select it (bounded).
         self._counters: dict[str, BudgetKey | None] = {}
-        # The alter kinds whose requests can change what the budget limits (None: a create).
-        self._reached = frozenset(
-            kind
-            for kind, limited in (
-                (None, True),
-                (AlterKind.CONFIGS, spec.max_retention_bytes is not None),
-                (
-                    AlterKind.PARTITIONS,
-                    spec.max_partitions is not None or spec.max_retention_bytes is not None,
-                ),
-            )
-            if limited
-        )
+        # The alter kinds (None: a create) whose requests can change what the budget limits:
+        # a config change only retention bytes, a partition increase partitions (or replicas)
+        # and retention bytes.
+        unreached: set[AlterKind] = set()
+        if spec.max_retention_bytes is None:
+            unreached.add(AlterKind.CONFIGS)
+            if spec.max_partitions is None:
+                unreached.add(AlterKind.PARTITIONS)
+        self._reached: frozenset[AlterKind | None] = frozenset({None, *AlterKind}) - unreached
         self.per_user = spec.topic_prefix is not None and USER_PLACEHOLDER in spec.topic_prefix
         self._principals = (
             None
@@ -198,11 +194,8 @@ def _judged(request: TopicRequest) -> bool:
 def touched(
     budgets: Sequence[CompiledBudget], request: TopicRequest
 ) -> list[tuple[CompiledBudget, BudgetKey]]:
-    """The budgets that judge this request, with the counter each goes to.
-
-    Only what the request can change counts: a config change only retention bytes, a
-    partition increase partitions (or replicas) and retention bytes.
-    """
+    """The budgets that judge this request (those whose limits it can change), with the
+    counter each goes to."""
     name = request.name
     if not budgets or not name or not _judged(request) or is_internal(name):
         return []
