@@ -11,6 +11,7 @@ BENCHES = [
     "codec_bench",
     "metadata_rewrite_bench",
     "policy_bench",
+    "judge_bench",
     "throughput",
     "connections",
     "snapshot_bench",

@@ -18,10 +18,11 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster, is_internal
 from kafka_policy_proxy.policy.configs import parse_value
 from kafka_policy_proxy.policy.model import (
     Action,
@@ -54,6 +55,8 @@ _UNIT_TEXT = {
 # Facts a judged request needs: the counted topics, its own state, the create defaults.
 NEEDS_CREATE = frozenset({Fact.BUDGET_USAGE, Fact.BROKER_DEFAULTS})
 NEEDS_ALTER = frozenset({Fact.BUDGET_USAGE, Fact.BROKER_DEFAULTS, Fact.TOPIC_STATE})
+# A memo's bound, as the engine's plan cache: a flood of principals cannot grow it.
+_MEMO_SIZE = 4096
 
 
 def user_of(principal: str) -> str:
@@ -76,12 +79,29 @@ class BudgetKey:
 
 
 class CompiledBudget:
-    """A budget with its principal globs and topic scope compiled."""
+    """A budget with its principal globs and topic scope compiled.
 
-    __slots__ = ("_principals", "_topic", "per_user", "spec")
+    It keeps the cluster whose usage it last counted (one atomic store: safe across threads):
+    a replay judges every create against the same snapshot, and a frozen `InMemoryCluster`
+    always counts the same.
+    """
+
+    __slots__ = ("_counters", "_last", "_principals", "_reached", "_topic", "per_user", "spec")
 
     def __init__(self, spec: Budget) -> None:
         self.spec = spec
+        self._last: tuple[object, dict[str, Usage]] = (None, {})
+        # principal -> its counter, None if the budget does not select it (bounded).
+        self._counters: dict[str, BudgetKey | None] = {}
+        # The alter kinds (None: a create) whose requests can change what the budget limits:
+        # a config change only retention bytes, a partition increase partitions (or replicas)
+        # and retention bytes.
+        unreached: set[AlterKind] = set()
+        if spec.max_retention_bytes is None:
+            unreached.add(AlterKind.CONFIGS)
+            if spec.max_partitions is None:
+                unreached.add(AlterKind.PARTITIONS)
+        self._reached: frozenset[AlterKind | None] = frozenset({None, *AlterKind}) - unreached
         self.per_user = spec.topic_prefix is not None and USER_PLACEHOLDER in spec.topic_prefix
         self._principals = (
             None
@@ -97,6 +117,17 @@ class CompiledBudget:
     def key(self, principal: str) -> BudgetKey:
         """The counter a request of this principal goes to."""
         return BudgetKey(self.spec.name, user_of(principal) if self.per_user else "")
+
+    def counter(self, principal: str) -> BudgetKey | None:
+        """The counter of a principal the budget selects, else None (worked out once each)."""
+        try:
+            return self._counters[principal]
+        except KeyError:
+            pass
+        found = self.key(principal) if self.selects(principal) else None
+        if len(self._counters) < _MEMO_SIZE:
+            self._counters[principal] = found
+        return found
 
     def counts(self, topic: str, user: str = "") -> bool:
         """Whether the topic is in the budget's scope (its `{user}` resolved to `user`)."""
@@ -160,31 +191,21 @@ def _judged(request: TopicRequest) -> bool:
     )
 
 
-def _reaches(budget: CompiledBudget, request: TopicRequest) -> bool:
-    """Whether the request can change what the budget limits: a config change only retention
-    bytes, a partition increase partitions (or replicas) and retention bytes."""
-    spec = budget.spec
-    if request.alter_kind is AlterKind.CONFIGS:
-        return spec.max_retention_bytes is not None
-    if request.alter_kind is AlterKind.PARTITIONS:
-        return spec.max_partitions is not None or spec.max_retention_bytes is not None
-    return True
-
-
 def touched(
     budgets: Sequence[CompiledBudget], request: TopicRequest
 ) -> list[tuple[CompiledBudget, BudgetKey]]:
-    """The budgets that judge this request, with the counter each goes to."""
+    """The budgets that judge this request (those whose limits it can change), with the
+    counter each goes to."""
     name = request.name
     if not budgets or not name or not _judged(request) or is_internal(name):
         return []
     principal = request.principal.name
+    kind = request.alter_kind
     found = []
     for budget in budgets:
-        if budget.selects(principal) and _reaches(budget, request):
-            key = budget.key(principal)
-            if budget.counts(name, key.user):
-                found.append((budget, key))
+        key = budget.counter(principal)
+        if key is not None and kind in budget._reached and budget.counts(name, key.user):
+            found.append((budget, key))
     return found
 
 
@@ -196,7 +217,12 @@ def keys_of(budgets: Sequence[CompiledBudget], requests: Iterable[TopicRequest])
 
 def needs(budgets: Sequence[CompiledBudget], request: TopicRequest) -> frozenset[Fact]:
     """The facts the budgets judging this request read."""
-    if not touched(budgets, request):
+    return facts_of(request, touched(budgets, request))
+
+
+def facts_of(request: TopicRequest, found: Sequence[object]) -> frozenset[Fact]:
+    """The facts read by the budgets `touched` found for this request."""
+    if not found:
         return frozenset()
     return NEEDS_CREATE if request.action is Action.CREATE else NEEDS_ALTER
 
@@ -213,13 +239,14 @@ class BudgetScope:
 
 
 def retention_scope(
-    budgets: Sequence[CompiledBudget], requests: Iterable[TopicRequest]
+    found: Iterable[Sequence[tuple[CompiledBudget, BudgetKey]]],
 ) -> BudgetScope | None:
-    """The scope whose topics' configs the batch's retention budgets need; None if none does."""
+    """The scope whose topics' configs the batch's retention budgets need, from what `touched`
+    found for each request; None if none does."""
     scopes = {
         (budget.spec.name, key.user): (budget, key.user)
-        for request in requests
-        for budget, key in touched(budgets, request)
+        for touches in found
+        for budget, key in touches
         if budget.spec.max_retention_bytes is not None
     }
     return BudgetScope(tuple(scopes.values())) if scopes else None
@@ -259,23 +286,76 @@ class Usage:
     unlimited_by: str | None = None
 
 
+class _SortedNames:
+    """The cluster's topic names in order, sorted again only for a name set not seen last
+    (one atomic store: safe across threads)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[frozenset[str], tuple[str, ...]] = (frozenset(), ())
+
+    def __call__(self, cluster: ClusterState) -> tuple[str, ...]:
+        names = cluster.topic_names()
+        last, ordered = self._last
+        if names is not last:
+            ordered = tuple(sorted(names))
+            self._last = (names, ordered)
+        return ordered
+
+
+sorted_names = _SortedNames()
+
+
 def usage(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usage:
-    """The counter's usage in the cluster as the facts show it."""
+    """The counter's usage in the cluster as the facts show it (remembered per user for the
+    frozen cluster counted last)."""
+    if type(cluster) is not InMemoryCluster:
+        return _count(budget, key, cluster)
+    last, memo = budget._last
+    if last is not cluster:
+        memo = {}
+        budget._last = (cluster, memo)
+    found = memo.get(key.user)
+    if found is None:
+        found = _count(budget, key, cluster)
+        if len(memo) < _MEMO_SIZE:
+            memo[key.user] = found
+    return found
+
+
+def _count(budget: CompiledBudget, key: BudgetKey, cluster: ClusterState) -> Usage:
     defaults = dict(cluster.broker_default_configs())
     # Retention is read only where the budget limits it (the configs are read for no other).
     retention = budget.spec.max_retention_bytes is not None
-    total = dict.fromkeys(_UNIT_TEXT, 0.0)
+    user = key.user
+    prefix = budget.spec.topic_prefix
+    if prefix is not None and budget.per_user:
+        prefix = prefix.replace(USER_PLACEHOLDER, user)
+    topic = budget._topic
+    names = sorted_names(cluster)
+    # The names with the prefix are adjacent in sorted order: only those are looked at.
+    start = 0 if not prefix else bisect_left(names, prefix)
+    # Summed unit by unit in name order, as `_amounts` gives them.
+    topics = partitions = replicas = bytes_ = 0.0
     unlimited_by = None
-    for name in sorted(cluster.topic_names()):
-        if not budget.counts(name, key.user):
+    for index in range(start, len(names)):
+        name = names[index]
+        if prefix and not name.startswith(prefix):
+            break
+        if topic is not None and topic.fullmatch(name) is None:
             continue
         state = cluster.topic(name)
         if state is None:
             continue
-        for unit, amount in _amounts(state, defaults, retention).items():
-            total[unit] += amount
-        if unlimited_by is None and math.isinf(total[RETENTION_BYTES]):
+        count = state.partitions
+        topics += 1
+        partitions += count
+        replicas += count * state.replication_factor
+        bytes_ += count * retention_of(state.configs, defaults) if retention and count else 0
+        if unlimited_by is None and math.isinf(bytes_):
             unlimited_by = name
+    total = {TOPICS: topics, PARTITIONS: partitions, REPLICAS: replicas, RETENTION_BYTES: bytes_}
     return Usage(total, unlimited_by)
 
 
@@ -359,10 +439,13 @@ class BudgetBook:
         request: TopicRequest,
         decision: Decision,
         settle: Callable[[Decision], Decision] = _as_is,
+        found: Sequence[tuple[CompiledBudget, BudgetKey]] | None = None,
     ) -> Decision:
         """The decision with every budget that judges the request checked and recorded;
-        `settle` (the exceptions' waivers) has the last word before the batch counts it."""
-        found = touched(self.budgets, request)
+        `settle` (the exceptions' waivers) has the last word before the batch counts it.
+        `found` is what `touched` found for the request, if the caller has it already."""
+        if found is None:
+            found = touched(self.budgets, request)
         if not found or (request.action is not Action.CREATE and request.current is None):
             return settle(decision)
         defaults = dict(self.cluster.broker_default_configs())

@@ -235,8 +235,28 @@ def _alter_configs(
     return _with_facts(request, current, defaults)
 
 
-def _topic_defaults(defaults: Mapping[str, str | None] | None) -> dict[str, str | None]:
-    return {k: v for k, v in (defaults or {}).items() if k not in BROKER_ONLY_DEFAULTS}
+class _TopicDefaults:
+    """The broker defaults that are topic configs; worked out again only for defaults other
+    than the (immutable) ones seen last, as a cluster hands out the same ones every time."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[ConfigMap | None, ConfigMap] = (None, ConfigMap())
+
+    def __call__(self, defaults: Mapping[str, str | None] | None) -> Mapping[str, str | None]:
+        last, topic = self._last
+        if defaults is last:
+            return topic
+        topic = ConfigMap(
+            {k: v for k, v in (defaults or {}).items() if k not in BROKER_ONLY_DEFAULTS}
+        )
+        if type(defaults) is ConfigMap:
+            self._last = (defaults, topic)  # one atomic store: safe across threads
+        return topic
+
+
+_topic_defaults = _TopicDefaults()
 
 
 def _default_int(defaults: Mapping[str, str | None] | None, key: str) -> int | None:

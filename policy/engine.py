@@ -20,7 +20,7 @@ from kafka_policy_proxy.policy.checks import (
     Verbatim,
     compile_rule,
 )
-from kafka_policy_proxy.policy.cluster import ClusterState, is_internal
+from kafka_policy_proxy.policy.cluster import INTERNAL_TOPICS, ClusterState, is_internal
 from kafka_policy_proxy.policy.exceptions import compile_exceptions
 from kafka_policy_proxy.policy.java_policy import (
     JavaPolicy,
@@ -139,6 +139,8 @@ class _Entry(NamedTuple):
 # A plan step once the client criteria are settled: rule, mode, topic matcher, checks.
 _Step = tuple[str, Mode, TopicMatch | None, tuple[CheckFn, ...]]
 _PLAN_CACHE_SIZE = 4096
+# The facts every selected topic needs, and (topic matcher, facts) for those that add to them.
+_Needs = tuple[frozenset[Fact], tuple[tuple[TopicMatch, frozenset[Fact]], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,8 @@ class CompiledPolicy:
         self._plans: dict[ActionKey, tuple[_Entry, ...]] = {k: tuple(v) for k, v in plans.items()}
         # (action, alter kind, internal?, principal, client id) -> the steps that apply.
         self._steps: dict[tuple[Any, ...], tuple[_Step, ...]] = {}
+        # The same key -> the facts the rules the client criteria select need (`needs`).
+        self._needs: dict[tuple[Any, ...], _Needs] = {}
         plugins: list[_Plugin] = []
         for index, spec in enumerate(document.plugins):
             instance = None
@@ -323,18 +327,47 @@ class CompiledPolicy:
                 self._steps[key] = steps
         return steps
 
+    def _needs_for(self, request: TopicRequest, internal: bool) -> _Needs:
+        """The facts of the rules the client criteria select, once per principal/client: those
+        of every topic, and those of the rules with a topic matcher that add to them."""
+        principal = request.principal
+        key = (request.action, request.alter_kind, internal, principal.name, principal.client_id)
+        found = self._needs.get(key)
+        if found is None:
+            entries = [
+                e
+                for e in self._plan(request)
+                if e.facts and (e.internal or not internal) and e.selector.selects_client(principal)
+            ]
+            always: frozenset[Fact] = frozenset().union(
+                *(e.facts for e in entries if e.selector.topic is None)
+            )
+            # A topic being created has no current state.
+            none = {Fact.TOPIC_STATE} if request.action is Action.CREATE else set()
+            always -= none
+            by_topic = tuple(
+                (e.selector.topic, e.facts - none)
+                for e in entries
+                if e.selector.topic is not None and not e.facts - none <= always
+            )
+            found = (always, by_topic)
+            if len(self._needs) < _PLAN_CACHE_SIZE:
+                self._needs[key] = found
+        return found
+
     def needs(self, request: TopicRequest) -> frozenset[Fact]:
         """The cluster facts the rules that select this request will read."""
         name = request.name
         internal = _is_internal(request, name)
-        facts: set[Fact] = set()
+        always, by_topic = self._needs_for(request, internal)
+        if name and not by_topic and not self._plugins:
+            return always
+        facts = set(always)
         if not name:
             facts.add(Fact.TOPIC_STATE)
-        for entry in self._plan(request):
-            if internal and not entry.internal:
-                continue
-            if entry.selector.matches(request, name):
-                facts |= entry.facts
+        for topic_match, wanted in by_topic:
+            if topic_match(name):
+                facts |= wanted
         key = (request.action, request.alter_kind)
         for plugin in self._plugins:
             if key not in plugin.keys or (internal and not plugin.internal):
@@ -348,7 +381,8 @@ class CompiledPolicy:
     def evaluate(self, request: TopicRequest, cluster: ClusterState) -> Decision:
         """Evaluate every selected rule and plugin, in declaration order, for one topic."""
         name = request.name
-        internal = _is_internal(request, name)
+        current = request.current  # `_is_internal`, inline: this runs for every topic
+        internal = name in INTERNAL_TOPICS or (current is not None and current.internal)
         steps = self._steps_for(request, internal)
         violations: list[Violation] = []
         if not name:

@@ -46,7 +46,15 @@ from kafka_policy_proxy.policy.broker_configs import (
     reaches_topics,
 )
 from kafka_policy_proxy.policy.broker_configs import decide as decide_broker_config
-from kafka_policy_proxy.policy.budgets import BudgetBook, BudgetScope, retention_scope
+from kafka_policy_proxy.policy.budgets import (
+    BudgetBook,
+    BudgetKey,
+    BudgetScope,
+    CompiledBudget,
+    facts_of,
+    retention_scope,
+    touched,
+)
 from kafka_policy_proxy.policy.budgets import needs as budget_needs
 from kafka_policy_proxy.policy.builders import resolve
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
@@ -89,6 +97,15 @@ class Facts:
 
 
 NO_FACTS = Facts(InMemoryCluster(), frozenset())
+# The queries that name no topic, one per set of facts (few): shared, not built per request.
+_FACTS_ONLY: dict[frozenset[Fact], FactQuery] = {}
+
+
+def _facts_only(facts: frozenset[Fact]) -> FactQuery:
+    query = _FACTS_ONLY.get(facts)
+    if query is None:
+        query = _FACTS_ONLY[facts] = FactQuery(facts)
+    return query
 
 
 class FactsUnavailable(Exception):
@@ -126,7 +143,7 @@ class Verdict:
 class Judgement:
     """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
 
-    __slots__ = ("_needs", "_now", "_policy", "_requests", "query")
+    __slots__ = ("_needs", "_now", "_policy", "_requests", "_touched", "query")
 
     def __init__(
         self,
@@ -138,17 +155,28 @@ class Judgement:
         self._policy = policy
         self._requests = tuple(requests)
         self._now = aware(now)
+        budgets = policy.budgets
+        # The budgets that judge each request: found once, for the query and for `decide`.
+        found: list[list[tuple[CompiledBudget, BudgetKey]]] | None = [] if budgets else None
+        # Whether `decide` keeps a budget book: a budget judges a request, or a request has no
+        # name yet (the facts may give it one that a budget counts).
+        book = False
         # Kept for `decide`: a request nothing is folded into needs what it needed here.
-        self._needs = tuple(
-            policy.needs(request) | budget_needs(policy.budgets, request)
-            for request in self._requests
-        )
+        needs: list[frozenset[Fact]] = []
         facts: set[Fact] = set()
         names: set[str] = set()
         ids: set[str] = set()
         usage: set[str] = set()
         usage_ids: set[str] = set()
-        for request, needed in zip(self._requests, self._needs, strict=True):
+        for request in self._requests:
+            needed = policy.needs(request)
+            if found is not None:
+                touches = touched(budgets, request)
+                found.append(touches)
+                if touches:
+                    needed = needed | facts_of(request, touches)
+                book = book or bool(touches) or (request.topic is None and request.current is None)
+            needs.append(needed)
             if not request.name:
                 needed |= {Fact.TOPIC_STATE}  # a delete by topic id needs the topic's name
                 if request.topic_id is not None and policy.reads_usage(request.action):
@@ -162,23 +190,33 @@ class Judgement:
                     names.add(request.topic)
                 elif request.topic_id is not None:
                     ids.add(request.topic_id)
-        self.query = FactQuery(
-            frozenset(facts),
-            frozenset(names),
-            frozenset(ids),
-            scoped=retention_scope(policy.budgets, self._requests),
-            usage=frozenset(usage),
-            usage_ids=frozenset(usage_ids),
-        )
+        self._needs = tuple(needs)
+        # None: no budget book (and no retention scope) for this batch.
+        self._touched = tuple(found) if found is not None and book else None
+        scoped = None if self._touched is None else retention_scope(self._touched)
+        if names or ids or usage or usage_ids or scoped is not None:
+            self.query = FactQuery(
+                frozenset(facts),
+                frozenset(names),
+                frozenset(ids),
+                scoped=scoped,
+                usage=frozenset(usage),
+                usage_ids=frozenset(usage_ids),
+            )
+        else:
+            self.query = _facts_only(frozenset(facts))
 
     def decide(self, facts: Facts) -> list[Verdict]:
         """Fold the facts into each request and evaluate it."""
         policy, cluster, wanted = self._policy, facts.cluster, facts.resolve
         # The rules see the batch's other new names (a name collision inside the request).
-        judged = with_new_names(cluster, self._requests)
-        budgets = BudgetBook(policy.budgets, cluster, policy.dry_run)
+        requests = self._requests
+        judged = with_new_names(cluster, requests) if len(requests) > 1 else cluster
+        found = self._touched
+        budgets = None if found is None else BudgetBook(policy.budgets, cluster, policy.dry_run)
+        waive, now = policy.exceptions.apply, self._now
         verdicts = []
-        for request, needed in zip(self._requests, self._needs, strict=True):
+        for index, (request, needed) in enumerate(zip(requests, self._needs, strict=True)):
             resolved = resolve(request, cluster, wanted) if wanted else request
             if not resolved.name:
                 verdicts.append(
@@ -197,9 +235,20 @@ class Judgement:
                 verdicts.append(_unknown_topic(resolved))
             else:
                 rewritten, overrides = policy.override(resolved)
-                # Exceptions may waive a budget too: the book counts what is allowed in the end.
-                waive = partial(policy.exceptions.apply, rewritten, now=self._now)
-                decision = budgets.judge(rewritten, policy.evaluate(rewritten, judged), waive)
+                decision = policy.evaluate(rewritten, judged)
+                if budgets is None:
+                    decision = waive(rewritten, decision, now)
+                else:
+                    # Exceptions may waive a budget too: the book counts what is allowed in
+                    # the end. What a budget judges depends on the name, not on the facts.
+                    decision = budgets.judge(
+                        rewritten,
+                        decision,
+                        partial(waive, rewritten, now=now),
+                        found[index]
+                        if found is not None and rewritten.name == request.name
+                        else None,
+                    )
                 if not overrides:
                     verdicts.append(Verdict(resolved, decision))
                 else:

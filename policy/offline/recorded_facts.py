@@ -63,8 +63,7 @@ def defaults_folded(request: TopicRequest) -> bool | None:
             # Reset to its default, a config stays; without a default to go back to, it is gone.
             return any(name in requested.configs for name in reset)
     # Without defaults the effective configs hold only the named ones.
-    named = requested.named
-    return any(key not in named for key in requested.configs)
+    return not requested.configs.keys() <= requested.named
 
 
 def missing_facts(request: TopicRequest, needs: frozenset[Fact]) -> frozenset[Fact]:
