@@ -72,6 +72,10 @@ WORDS = (
     "scores",
     "daily",
 )
+# Domains the example policy names (rules, an exception, owners): never a team's prefix.
+NAMED_BY_POLICY = frozenset(
+    {"payments", "ledger", "clicks", "sandbox", "shipping", "events", "metrics", "logs"}
+)
 DAY_MS = 86_400_000
 RETENTIONS = (DAY_MS, 3 * DAY_MS, 7 * DAY_MS, 14 * DAY_MS, 30 * DAY_MS)
 # Streams apps the example policy names (payments-*, fraud-detector) and their owners.
@@ -164,7 +168,8 @@ def build(topics: int, principals: int, existing: float, seed: int) -> Populatio
     for _, apps in streams:
         specs += [t for _, internal in apps for t in internal]
     # Three domains held by team principals, whose budget counts `team-<domain>.` topics.
-    teams = sorted(domains, key=lambda d: abs(len(by_domain[d]) - 60))[:3]
+    plain = [d for d in domains if d not in NAMED_BY_POLICY]
+    teams = sorted(plain, key=lambda d: abs(len(by_domain[d]) - 60))[:3]
     for spec in (s for d in teams for s in by_domain[d]):
         spec.name = f"team-{spec.name}"
         if spec.broken is not None:
