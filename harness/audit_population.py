@@ -325,8 +325,8 @@ def _principals(
         )
     )
     pending = {d: [s.name for s in specs if s.due] for d, specs in by_domain.items()}
-    apps = max(10, count - len(made))
-    for n in range(apps):
+    app_count = max(10, count - len(made))
+    for n in range(app_count):
         domain = domains[min(int(rng.paretovariate(1.2)) - 1, len(domains) - 1)]
         name = "User:ANONYMOUS" if n == 3 else f"User:app-{domain}-{n}"
         wanted = rng.sample(pending[domain], min(len(pending[domain]), rng.randint(0, 3)))

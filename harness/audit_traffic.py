@@ -68,6 +68,9 @@ MIX = {
     Kind.OPERATOR: 0.5,
     Kind.LOADER: 0.05,
 }
+# An API (name, key, version) and the topic requests of one call of it.
+Api = tuple[str, int, int]
+Call = tuple[Api, list[TopicRequest]]
 _FIELD = re.compile(r'"@@(\w)@@"')
 
 
@@ -170,7 +173,7 @@ class Traffic:
         connection.uses -= 1
         return connection
 
-    def _judge(self, api: tuple[str, int, int], requests: list[TopicRequest], now_us: int):
+    def _judge(self, api: Api, requests: list[TopicRequest], now_us: int) -> list[str]:
         """The records' templates; judged again only if the cluster or exceptions changed."""
         now = datetime.fromtimestamp(now_us / 1e6, UTC)
         cluster = self.cluster
@@ -227,20 +230,18 @@ class Traffic:
 
     # What each kind sends: [(api, the requests of one API call)], or nothing.
 
-    def _app(self, p: Principal, u: float) -> list[tuple[tuple[str, int, int], list[TopicRequest]]]:
+    def _app(self, p: Principal, u: float) -> list[Call]:
         missing = [n for n in p.wanted if self.cluster.topic(n) is None]
         who = _who(p)
         return [(METADATA, [_auto(n, who) for n in missing])] if missing else []
 
-    def _ci(self, p: Principal, u: float) -> list[tuple[tuple[str, int, int], list[TopicRequest]]]:
+    def _ci(self, p: Principal, u: float) -> list[Call]:
         specs = [self._current(s) for s in p.repo if s.due <= u]
         who = _who(p)
         requests = [_create(s, who, validate_only=True) for s in specs]
         return [(API["create"], requests)] if requests else []
 
-    def _gitops(
-        self, p: Principal, u: float
-    ) -> list[tuple[tuple[str, int, int], list[TopicRequest]]]:
+    def _gitops(self, p: Principal, u: float) -> list[Call]:
         who = _who(p)
         made = []
         due = [
@@ -261,23 +262,17 @@ class Traffic:
             made.append((API["configs"], alters))
         return made
 
-    def _streams(
-        self, p: Principal, u: float
-    ) -> list[tuple[tuple[str, int, int], list[TopicRequest]]]:
+    def _streams(self, p: Principal, u: float) -> list[Call]:
         who = _who(p)
         missing = [t for _, topics in p.apps for t in topics if t.due <= u and not self._exists(t)]
         return [(API["create"], [_create(t, who, rf=-1) for t in missing])] if missing else []
 
-    def _loader(
-        self, p: Principal, u: float
-    ) -> list[tuple[tuple[str, int, int], list[TopicRequest]]]:
+    def _loader(self, p: Principal, u: float) -> list[Call]:
         who = _who(p)
         due = [s for s in p.repo if s.due <= u]
         return [(API["create"], [_create(s, who, validate_only=self._exists(s)) for s in due])]
 
-    def _operator(
-        self, p: Principal, u: float
-    ) -> list[tuple[tuple[str, int, int], list[TopicRequest]]]:
+    def _operator(self, p: Principal, u: float) -> list[Call]:
         who, rng = _who(p), self.rng
         due = [s for s in self.population.specs if s.creator is Kind.OPERATOR and 0 < s.due <= u]
         due = [s for s in due if not self._exists(s)]

@@ -25,17 +25,22 @@ SHAPE = Shape(events=20_000, topics=700, principals=60, days=3.5)
 
 
 @pytest.fixture(scope="module")
-def traffic() -> Traffic:
-    """The small shape's traffic, generated once (its cluster as it left it)."""
+def generated() -> tuple[Traffic, list[str]]:
+    """The small shape's traffic (its cluster as it left it) and its lines, made once."""
     made = Traffic(POLICY, SHAPE)
-    made.kept = list(made.lines())  # type: ignore[attr-defined]
-    return made
+    return made, list(made.lines())
 
 
 @pytest.fixture(scope="module")
-def records(traffic: Traffic) -> list[dict[str, Any]]:
+def traffic(generated: tuple[Traffic, list[str]]) -> Traffic:
+    """The traffic, after it was generated."""
+    return generated[0]
+
+
+@pytest.fixture(scope="module")
+def records(generated: tuple[Traffic, list[str]]) -> list[dict[str, Any]]:
     """The traffic's records, parsed."""
-    return [json.loads(line) for line in traffic.kept]  # type: ignore[attr-defined]
+    return [json.loads(line) for line in generated[1]]
 
 
 def test_the_population_has_the_sizes_asked_for() -> None:
