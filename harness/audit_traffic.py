@@ -50,7 +50,7 @@ from kafka_policy_proxy.policy.decision_ids import decision_id_at
 from kafka_policy_proxy.policy.decision_log import Stamp, decision_record
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import ClusterFacts, judge
-from kafka_policy_proxy.policy.model import ConfigMap, TopicRequest, TopicState
+from kafka_policy_proxy.policy.model import Action, ConfigMap, TopicRequest, TopicState
 from kafka_policy_proxy.policy.model import Principal as Who
 
 # A Monday: the first days are working days, the weekend comes later.
@@ -65,7 +65,7 @@ MIX = {
     Kind.CI: 1.4,
     Kind.GITOPS: 0.9,
     Kind.STREAMS: 1.5,
-    Kind.OPERATOR: 0.5,
+    Kind.OPERATOR: 0.08,
     Kind.LOADER: 0.05,
 }
 # An API (name, key, version) and the topic requests of one call of it.
@@ -115,6 +115,7 @@ class Traffic:
         self.judged = 0
         self._facts_seen: tuple[int, ...] = ()
         self.attempts: dict[str, int] = {}
+        self.deleted: set[str] = set()
         self._connections: dict[str, _Connection] = {}
         self._conn_ids = iter(range(1, 1 << 62))
         self._expiries = sorted(e.expires for e in policy.exceptions.items)
@@ -212,7 +213,8 @@ class Traffic:
                 self.memo[key] = kept
         templates, applied = kept
         for request in applied:
-            self.cluster.apply(request)
+            if self.cluster.apply(request) and request.action is Action.DELETE:
+                self.deleted.add(request.name)
         self._count_attempts(requests, templates)
         return templates
 
@@ -236,7 +238,7 @@ class Traffic:
         return [(METADATA, [_auto(n, who) for n in missing])] if missing else []
 
     def _ci(self, p: Principal, u: float) -> list[Call]:
-        specs = [self._current(s) for s in p.repo if s.due <= u]
+        specs = [self._current(s) for s in p.repo if s.due <= u and s.name not in self.deleted]
         who = _who(p)
         requests = [_create(s, who, validate_only=True) for s in specs]
         return [(API["create"], requests)] if requests else []
@@ -247,7 +249,7 @@ class Traffic:
         due = [
             self._current(s)
             for s in p.repo
-            if s.creator is Kind.GITOPS and 0 < s.due <= u and not self._exists(s)
+            if s.creator is Kind.GITOPS and 0 < s.due <= u and self._to_create(s)
         ]
         if due:
             made.append((API["create"], [_create(s, who) for s in due]))
@@ -264,18 +266,18 @@ class Traffic:
 
     def _streams(self, p: Principal, u: float) -> list[Call]:
         who = _who(p)
-        missing = [t for _, topics in p.apps for t in topics if t.due <= u and not self._exists(t)]
+        missing = [t for _, topics in p.apps for t in topics if t.due <= u and self._to_create(t)]
         return [(API["create"], [_create(t, who, rf=-1) for t in missing])] if missing else []
 
     def _loader(self, p: Principal, u: float) -> list[Call]:
         who = _who(p)
-        due = [s for s in p.repo if s.due <= u]
+        due = [s for s in p.repo if s.due <= u and s.name not in self.deleted]
         return [(API["create"], [_create(s, who, validate_only=self._exists(s)) for s in due])]
 
     def _operator(self, p: Principal, u: float) -> list[Call]:
         who, rng = _who(p), self.rng
         due = [s for s in self.population.specs if s.creator is Kind.OPERATOR and 0 < s.due <= u]
-        due = [s for s in due if not self._exists(s)]
+        due = [s for s in due if self._to_create(s)]
         if due and rng.random() < 0.5:
             return [(API["create"], [_create(self._current(due[0]), who)])]
         action = rng.choices(
@@ -317,6 +319,10 @@ class Traffic:
         if broken is not None and self.attempts.get(broken.name, 0) < spec.fix_after:
             return broken
         return spec
+
+    def _to_create(self, spec: TopicSpec) -> bool:
+        """Missing, and never deleted (its owners dropped it from their specs then)."""
+        return spec.name not in self.deleted and not self._exists(spec)
 
     def _exists(self, spec: TopicSpec) -> bool:
         return self.cluster.topic(spec.name) is not None
