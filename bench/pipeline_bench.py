@@ -10,7 +10,8 @@ Two data sets, each in its own directory under --work (`<shape>-<events>/`), wri
   decision judged against a cluster that evolves; its counts go to `stats.json` beside it;
 - `distinct`: a pool of 100,000 distinct events re-stamped (harness/audit_data.write_bulk),
   the worst case for the aggregates.
-Both are 100 files, like rotated logs. `--jobs` with no job only writes the data.
+Both are 100 files, like rotated logs. `--jobs` with no job only writes the data;
+`--topics` and `--principals` size the realistic population (1,800 and 120 by default).
 
 Each job runs as the real CLI (or a `python -c` program, bench/pipeline_queries.py) in a
 child process; the RSS of its whole process tree (the Python driver, the Spark JVM and the
@@ -131,8 +132,9 @@ def measure(command: list[str]) -> tuple[float, Peak, str]:
     return time.perf_counter() - started, peak, out
 
 
-def write_data(shape: str, events: int, data: Path) -> Path:
+def write_data(shape: str, traffic_shape: Shape, data: Path) -> Path:
     """The audit files of the shape (written once) and the snapshot replay judges against."""
+    events = traffic_shape.events
     audit, snapshot = data / "audit", data / "snapshot.jsonl"
     if (data / "DONE").exists():
         return snapshot
@@ -140,7 +142,7 @@ def write_data(shape: str, events: int, data: Path) -> Path:
     policy = load_policy(POLICY.read_text(), str(POLICY))
     started = time.perf_counter()
     if shape == "realistic":
-        traffic = write_traffic(audit, policy, Shape(events=events), files=100)
+        traffic = write_traffic(audit, policy, traffic_shape, files=100)
         # The cluster as the traffic left it: what a snapshot taken afterwards would hold.
         write_snapshot(snapshot, traffic.snapshot())
         judged = {"judgements": traffic.judged}
@@ -165,10 +167,16 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=ROOT / "bench" / "results" / "pipeline")
     parser.add_argument("--jobs", nargs="*", choices=(*JOBS, "report-raw", "replay-raw"))
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--topics", type=int, default=Shape.topics, help="realistic: population")
+    parser.add_argument("--principals", type=int, default=Shape.principals)
     args = parser.parse_args()
     jobs = list(JOBS) if args.jobs is None else args.jobs
+    shape = Shape(events=args.events, topics=args.topics, principals=args.principals)
     data = args.work / f"{args.shape}-{args.events}"
-    snapshot = write_data(args.shape, args.events, data)
+    population = (args.topics, args.principals)
+    if args.shape == "realistic" and population != (Shape.topics, Shape.principals):
+        data = data.with_name(f"{data.name}-{shape.topics}-topics-{shape.principals}-principals")
+    snapshot = write_data(args.shape, shape, data)
     audit, lake = data / "audit", data / "lake"
     size = sum(f.stat().st_size for f in audit.glob("*.jsonl"))
     runs = _commands(args.work, audit, lake, snapshot)

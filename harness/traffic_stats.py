@@ -35,6 +35,7 @@ def traffic_stats(lines: Iterable[str]) -> dict[str, Any]:
     connections: set[tuple[str, int]] = set()
     texts: set[int] = set()
     judged: set[int] = set()
+    by_kind: dict[str, set[int]] = {}
     created: Counter[str] = Counter()
     hours: set[str] = set()
     waived = budgets = records = 0
@@ -52,7 +53,9 @@ def traffic_stats(lines: Iterable[str]) -> dict[str, Any]:
         request = record["request"]
         texts.add(hash(json.dumps(request, separators=(",", ":"))))
         request["principal"].pop("address", None)
-        judged.add(hash(json.dumps(request, separators=(",", ":"))))
+        text = hash(json.dumps(request, separators=(",", ":")))
+        judged.add(text)
+        by_kind.setdefault(kind, set()).add(text)
         waived += "waived" in record
         budgets += "budgets" in record
         if kind == "create" and record["decision"] in ("allowed", "audit-would-deny"):
@@ -67,6 +70,8 @@ def traffic_stats(lines: Iterable[str]) -> dict[str, Any]:
         "connections": len(connections),
         "distinct_request_texts": len(texts),
         "distinct_requests_without_address": len(judged),
+        # Records per distinct request (address aside), by kind: how heavily each repeats.
+        "repeats": {k: round(kinds[k] / len(seen), 1) for k, seen in by_kind.items()},
         "with_waived": waived,
         "with_budgets": budgets,
         "topics_created": len(created),
