@@ -275,8 +275,11 @@ def _principals(
     made: list[Principal] = []
     host = iter(range(10, 1_000_000))
 
-    def hosts(n: int) -> tuple[str, ...]:
-        return tuple(f"10.{(h := next(host)) // 250 % 250}.{h % 250}.{n + 1}" for n in range(n))
+    def hosts(number: int) -> tuple[str, ...]:
+        """Addresses of their own for a principal's `number` hosts."""
+        return tuple(
+            f"10.{(h := next(host)) // 250 % 250}.{h % 250}.{i + 1}" for i in range(number)
+        )
 
     for domain in domains:
         kind_name = "team" if domain in teams else "gitops"
