@@ -65,6 +65,8 @@ from kafka_policy_proxy.policy.loader import load_policy
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "policy.yaml"
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# The jobs whose last line of output is JSON (bench/pipeline_queries.py).
+PROGRAMS = ("typed-floor", "spark-query", "duckdb-query")
 JOBS = ("floor", "typed-floor", "ingest", "report", "replay", "spark-query", "duckdb-query")
 
 
@@ -231,7 +233,9 @@ def _commands(work: Path, audit: Path, lake: Path, snapshot: Path) -> dict[str, 
 def _run(name: str, command: list[str], events: int) -> dict[str, Any]:
     """One run of a job, printed as a row of the table as soon as it is done."""
     wall, peak, out = measure(command)
-    last = json.loads(out.splitlines()[-1]) if "query" in name and out.strip() else {}
+    last = json.loads(out.splitlines()[-1]) if name in PROGRAMS and out.strip() else {}
+    if last.get("rows", events) != events and name == "typed-floor":
+        raise SystemExit(f"typed-floor read {last['rows']:,} lines of {events:,}")
     if "skipped" in last:
         print(f"| {name} | skipped: {last['skipped']} | | | | | |", flush=True)
         return {"skipped": last["skipped"]}
