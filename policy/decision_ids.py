@@ -74,13 +74,19 @@ def new_decision_id() -> str:
             if counter > _MAX_COUNTER:
                 ms, counter = ms + 1, 0
         _clock.last_ms, _clock.counter = ms, counter
+    return decision_id_at(ms, counter, tail)
+
+
+def decision_id_at(ms: int, counter: int, tail: int) -> str:
+    """The UUIDv7 text of Unix millisecond `ms`, a 42-bit `counter` and 32 random bits `tail`:
+    `new_decision_id` mints them now; a generator of past records stamps its own times."""
     value = (
         (ms & 0xFFFF_FFFF_FFFF) << 80
         | _VERSION << 76
-        | (counter >> 30) << 64
+        | (counter >> 30 & 0xFFF) << 64
         | _VARIANT << 62
         | (counter & 0x3FFF_FFFF) << _TAIL_BITS
-        | tail
+        | tail & 0xFFFF_FFFF
     )
     text = f"{value:032x}"
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"

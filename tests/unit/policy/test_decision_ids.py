@@ -13,6 +13,7 @@ import pytest
 from kafka_policy_proxy.policy import decision_ids
 from kafka_policy_proxy.policy.decision_ids import (
     cite,
+    decision_id_at,
     decision_time,
     is_time_ordered,
     new_decision_id,
@@ -70,6 +71,22 @@ def test_the_time_read_back_is_when_it_was_minted_to_the_millisecond() -> None:
     after = time.time()
     assert before - 0.001 <= decision_time(minted).timestamp() <= after
     assert decision_time(uuid.UUID(minted)) == decision_time(minted.upper().replace("-", ""))
+
+
+def test_an_id_stamped_at_a_given_time_carries_it_and_sorts_by_it() -> None:
+    # How a generator of past records (harness/audit_traffic.py) stamps its own times.
+    stamped = [
+        decision_id_at(ms, counter, 0xFFFF_FFFF)
+        for ms, counter in (
+            (1_800_000_000_000, (1 << 42) - 1),
+            (1_800_000_000_001, 0),
+            (1_800_000_000_001, 1),
+        )
+    ]
+    assert all(CANONICAL.match(i) for i in stamped)
+    assert sorted(stamped) == stamped and len(set(stamped)) == 3
+    assert decision_time(stamped[0]) == datetime.fromtimestamp(1_800_000_000, UTC)
+    assert decision_time(stamped[1]).timestamp() * 1000 == 1_800_000_000_001
 
 
 def test_ids_are_read_in_either_text_form_and_anything_else_is_refused() -> None:
