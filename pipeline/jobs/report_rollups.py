@@ -9,7 +9,7 @@ rollups are derived from the events.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -18,7 +18,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafka_policy_proxy.pipeline.jobs.driver_rows import collect_rows
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 from kafka_policy_proxy.pipeline.sources.hadoop_files import exists
 from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake
@@ -78,6 +77,7 @@ class Window:
 
 
 _TICK = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def collect_rollups(
@@ -165,25 +165,40 @@ def _collect(name: str, frame: DataFrame | None) -> Rows:
     if name == HOURS:
         keys = ("hour", "action", "decision", "principal", "rule", "rule_mode")
         summed = frame.groupBy(*keys).agg(*_sums("events", "records"), *_seen())
-        return collect_rows(summed, ("hour", "first_seen", "last_seen"))
+        return _rows(summed, ("hour", "first_seen", "last_seen"))
     if name == TOPICS:
         keys = ("topic", "principal", "decision", "rule", "rule_mode")
         summed = frame.groupBy(*keys).agg(
             *_sums("events"), *_seen(), F.min("example").alias("example")
         )
-        return collect_rows(summed)
+        return _rows(summed)
     if name == WAIVERS:
         keys = ("exception", "rule", "ticket", "expires", "principal")
         summed = frame.groupBy(*keys).agg(*_sums("events"), F.max("last_seen").alias("last_seen"))
-        return collect_rows(summed, ("last_seen",))
+        return _rows(summed, ("last_seen",))
     if name == BUDGETS:
         latest = F.max_by(F.struct("unit", "limit", "usage", "added"), F.col("last_seen"))
         summed = frame.groupBy("budget").agg(
             latest.alias("b"), *_sums("events"), F.max("last_seen").alias("last_seen")
         )
-        return collect_rows(summed.select("budget", "b.*", "events", "last_seen"), ("last_seen",))
+        return _rows(summed.select("budget", "b.*", "events", "last_seen"), ("last_seen",))
     first = F.min_by(F.col("sample"), F.col("first_line"))
     summed = frame.groupBy("source", "kind", "problem").agg(
         *_sums("lines"), F.min("first_line").alias("first_line"), first.alias("sample")
     )
-    return collect_rows(summed, ())
+    return _rows(summed, ())
+
+
+def _rows(df: DataFrame, times: Sequence[str] = ("first_seen", "last_seen")) -> Rows:
+    """The rows as dicts, through Arrow (a fraction of the cost of `collect` for the topic
+    rollup's ~100,000 rows); the timestamp columns `times` as UTC datetimes."""
+    # Timestamps travel as epoch microseconds: collected, they would take the driver's zone.
+    selected = df.select(
+        *(F.unix_micros(F.col(c)).alias(c) if c in times else F.col(c) for c in df.columns)
+    )
+    rows: Rows = selected.toArrow().to_pylist()
+    for row in rows:
+        for column in times:
+            if row[column] is not None:
+                row[column] = _EPOCH + timedelta(microseconds=row[column])
+    return rows

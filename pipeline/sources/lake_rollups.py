@@ -109,16 +109,11 @@ def _counted(good: DataFrame) -> DataFrame:
         F.col("decision").alias("recorded"),
         F.col("violations.rule").alias("rules"),
         summary.alias("summary"),
-        F.posexplode(
-            F.when(summary, counts).otherwise(
-                F.concat(own, violations)
-            )
-        ).alias("at", "c"),
+        F.posexplode(F.when(summary, counts).otherwise(F.concat(own, violations))).alias("at", "c"),
     )
     # A rule listed twice in one event (two of its checks failed) counts at its first place.
-    again = (
-        (F.col("at") > 0) & ~F.col("summary") & (F.array_position("rules", F.col("c.rule")) != F.col("at"))
-    )
+    first = F.array_position("rules", F.col("c.rule")) == F.col("at")
+    again = (F.col("at") > 0) & ~F.col("summary") & ~first
     return rows.select(
         "time",
         _utc_hour(F.col("time")).alias("hour"),
