@@ -9,8 +9,7 @@ rollups are derived from the events.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -85,19 +84,16 @@ def collect_rollups(
 ) -> tuple[dict[str, Rows], list[str]]:
     """Each rollup table over the window, summed across batches on Spark and collected; and
     the warnings (batches whose rollups were derived from their events)."""
-    with _frames(spark, source, window) as (frames, warnings):
-        return {name: _collect(name, frame) for name, frame in frames.items()}, warnings
+    frames, warnings = _frames(spark, source, window)
+    return {name: _collect(name, frame) for name, frame in frames.items()}, warnings
 
 
-@contextmanager
 def _frames(
     spark: SparkSession, source: AuditSource, window: Window
-) -> Iterator[tuple[dict[str, DataFrame | None], list[str]]]:
+) -> tuple[dict[str, DataFrame | None], list[str]]:
     if source.lake is None:
         audit = source.read(spark, with_request=False)
-        with rollups(audit.lines) as derived:
-            yield _windowed(derived, window), []
-        return
+        return _windowed(rollups(audit.lines), window), []
     lake = source.lake.rstrip("/")
     batches = committed(spark, lake)
     if not batches:
@@ -106,19 +102,18 @@ def _frames(
     older = [b["batch"] for b in batches if b.get("rollups") != VERSION]
     frames = {name: _stored(spark, lake, name, kept, window) for name in ROLLUPS}
     if not older:
-        yield frames, []
-        return
+        return frames, []
     warning = (
         f"{len(older):,} batch(es) of the lake were ingested before rollups were kept "
         f"(from {older[0]} to {older[-1]}): their rollups were derived from their events, "
         "which is slower"
     )
-    with rollups(read_lake(spark, lake, with_request=False, batches=older).lines) as derived:
-        for name, frame in _windowed(derived, window).items():
-            stored = frames[name]
-            if frame is not None:
-                frames[name] = frame if stored is None else stored.unionByName(frame)
-        yield frames, [warning]
+    derived = rollups(read_lake(spark, lake, with_request=False, batches=older).lines)
+    for name, frame in _windowed(derived, window).items():
+        stored = frames[name]
+        if frame is not None:
+            frames[name] = frame if stored is None else stored.unionByName(frame)
+    return frames, [warning]
 
 
 def _stored(
