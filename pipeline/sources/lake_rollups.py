@@ -218,7 +218,9 @@ def write_rollups(spark: SparkSession, lake: str, batch: str) -> None:
             table.withColumn("table", F.lit(name))
             .withColumn("date", date)
             .withColumn("batch", F.lit(batch))
-            .coalesce(1)  # small: one file per date
+            # One file per date, written by a task per date: coalesce(1) would also make the
+            # aggregation one task.
+            .repartition("date")
             .write.mode("append")
             .partitionBy("table", "date", "batch")
             .parquet(lake)
