@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka_policy_proxy.cli.instants import add_now
+from kafka_policy_proxy.cli.instants import add_now, instant
 from kafka_policy_proxy.proxy.kafka_client.java_client import consumer_options
 from kafka_policy_proxy.proxy.kafka_client.security import ClientSecurity, load_client_security
 
@@ -105,10 +105,29 @@ def add_jobs(parser: argparse.ArgumentParser, *, default_master: str) -> None:
     report = jobs.add_parser(
         "report",
         help="who was denied what, over time",
-        description="Decisions by principal, rule, topic and hour; top denied principals and "
-        "rules; audit-mode would-deny counts; malformed lines counted by reason.",
+        description="Decisions by principal, rule, topic and hour; top denied principals, "
+        "rules and topics with an example message; what rose against the previous period; "
+        "audit-mode would-deny counts; exceptions and budgets; malformed lines counted by "
+        "reason. From a lake, it reads only the rollups that ingest keeps.",
     )
     _input(report)
+    report.add_argument(
+        "--since",
+        type=instant,
+        help="report from this hour on (RFC 3339 with an offset or Z; per-day counts: from "
+        "its day); reads only the rollups of the window",
+    )
+    report.add_argument(
+        "--until",
+        type=instant,
+        help="report up to this instant, excluded (RFC 3339 with an offset or Z)",
+    )
+    report.add_argument(
+        "--drill-down",
+        action="store_true",
+        help="also write the decisions and violations tables, from every event of the window "
+        "(a pass over the events; the lake itself can be queried instead: docs/pipeline.md)",
+    )
     _common(report, default_master)
     report.set_defaults(func=_report)
     replay = jobs.add_parser(
@@ -244,7 +263,14 @@ def _report(args: argparse.Namespace) -> int:
     def job(spark: SparkSession) -> Mapping[str, Any]:
         from kafka_policy_proxy.pipeline.jobs.report import run_report
 
-        return run_report(spark, _source(args), args.out)
+        return run_report(
+            spark,
+            _source(args),
+            args.out,
+            since=args.since,
+            until=args.until,
+            drill_down=args.drill_down,
+        )
 
     return _job(args, job)
 

@@ -1,14 +1,12 @@
-"""The report's aggregation: one fine-grained pass over the audit lines, and the tables from it.
+"""The report's drill-down aggregation (`report --drill-down`): one fine-grained pass over the
+audit lines.
 
 `fine_aggregate` counts every line once: a good event by UTC hour, the event keys and each
 rule it violated; a bad line by file, kind and problem. `decisions` and `violations` are its
-rows as they are; `whole_input` sums it over the whole input (no hour, so small) for the
-tables ranked on the driver (`small_aggregates`, then `ranked`).
+rows as they are.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -43,8 +41,6 @@ _RULE = StructType(
     ]
 )
 _RESOURCE_KEYS = {"resource_type": resource_type, "resource": resource}
-
-Rows = list[dict[str, Any]]
 
 
 def fine_aggregate(audit: AuditInput) -> DataFrame:
@@ -128,119 +124,12 @@ def big_tables(fine: DataFrame) -> dict[str, DataFrame]:
     }
 
 
-def whole_input(fine: DataFrame) -> DataFrame:
-    """`fine_aggregate` over the whole input: no hour, action, api or mode; small."""
-    return fine.groupBy(
-        "source", "kind", "problem", "principal", "topic", "decision", "rule", "rule_mode"
-    ).agg(
-        F.sum("events").alias("events"),
-        F.sum("records").alias("records"),
-        F.min("first_seen").alias("first_seen"),
-        F.max("last_seen").alias("last_seen"),
-    )
-
-
-def small_aggregates(whole: DataFrame) -> dict[str, DataFrame]:
-    """The small tables from `whole_input`, not yet ranked or sorted (one row per key)."""
-    good = whole.where(good_lines())
-    events = good.where(F.col("rule").isNull())
-    violated = good.where(F.col("rule").isNotNull())
-    seen = (F.min("first_seen").alias("first_seen"), F.max("last_seen").alias("last_seen"))
-    denied = denied_events()
-    principals = (
-        events.groupBy("principal")
-        # One row per (principal, topic, decision) here: counting the denied rows with a
-        # topic counts the distinct topics denied.
-        .agg(
-            _sum_if(denied, "events").alias("denials"),
-            F.sum("events").alias("events"),
-            F.count(F.when(denied, F.col("topic"))).alias("topics"),
-            F.min(F.when(denied, F.col("first_seen"))).alias("first_seen"),
-            F.max(F.when(denied, F.col("last_seen"))).alias("last_seen"),
-        )
-        .where(F.col("denials") > 0)
-    )
-    rules = (
-        violated.where(denied_events() & (F.col("rule_mode") == "enforce"))
-        .groupBy("rule")
-        .agg(
-            F.sum("events").alias("denials"),
-            F.countDistinct("principal").alias("principals"),
-            F.countDistinct("topic").alias("topics"),
-            *seen,
-        )
-    )
-    would_deny = (
-        violated.where(F.col("rule_mode") == "audit")
-        .groupBy("rule", "principal")
-        .agg(
-            _sum_if(F.col("decision") == "audit-would-deny", "events").alias("would_deny"),
-            _sum_if(denied_events(), "events").alias("denied_anyway"),
-            F.sum("events").alias("fired"),
-            F.countDistinct("topic").alias("topics"),
-            *seen,
-        )
-    )
-    malformed = whole.where(~good_lines()).select(
-        "source", "kind", "problem", F.col("events").alias("lines")
-    )
-    return {
-        "top_denied_principals": principals,
-        "top_denied_rules": rules,
-        "would_deny": would_deny,
-        "bad_lines": malformed,
-    }
-
-
-def ranked(small: dict[str, Rows]) -> dict[str, Rows]:
-    """The small tables collected, ranked (rank 1: the most denials, ties by name) or sorted."""
-
-    def by_denials(rows: Rows, name: str) -> Rows:
-        rows = sorted(rows, key=lambda r: (-r["denials"], r[name]))
-        return [{"rank": i, **row} for i, row in enumerate(rows, 1)]
-
-    return {
-        "top_denied_principals": by_denials(small["top_denied_principals"], "principal"),
-        "top_denied_rules": by_denials(small["top_denied_rules"], "rule"),
-        "would_deny": sorted(
-            small["would_deny"],
-            key=lambda r: (-r["would_deny"], -r["fired"], r["rule"], r["principal"]),
-        ),
-        "bad_lines": sorted(
-            small["bad_lines"], key=lambda r: (-r["lines"], r["source"], r["problem"])
-        ),
-    }
-
-
-def decision_totals(whole: DataFrame) -> DataFrame:
-    """Events, first and last seen per decision, from `whole_input`."""
-    return (
-        whole.where(good_lines() & F.col("rule").isNull())
-        .groupBy("decision")
-        .agg(
-            F.sum("events").alias("events"),
-            F.sum("records").alias("records"),
-            F.min("first_seen").alias("first_seen"),
-            F.max("last_seen").alias("last_seen"),
-        )
-    )
-
-
 def good_lines() -> Column:
     """Whether a row is of good events (not bad lines)."""
     return F.col("problem").isNull()
-
-
-def denied_events() -> Column:
-    """Whether a row is of denied events."""
-    return F.col("decision") == "denied"
 
 
 def _utc_hour(time: Column) -> Column:
     # Epoch arithmetic, not date_trunc: the hour stays UTC whatever the session time zone.
     seconds = F.unix_seconds(time)
     return F.timestamp_seconds(seconds - F.pmod(seconds, F.lit(3600)))
-
-
-def _sum_if(condition: Column, column: str) -> Column:
-    return F.coalesce(F.sum(F.when(condition, F.col(column))), F.lit(0))

@@ -1,66 +1,34 @@
-"""The report's facts (what its page and summary show, gathered on the driver) and its summary.
+"""The report's `summary.json` (what `run_report` returns), from its facts
+(`pipeline.jobs.report_facts`).
 
-`summary.json` (what `run_report` returns): the events per decision and per recorded action
-(every action of the record's schema, zeros included), the input's `lines` as every job
-counts them, the time range, the top principals and rules and the audit-mode rules.
+The events per decision and per recorded action (every action of the record's schema, zeros
+included), the input's `lines` as every job counts them, the time range and the window asked
+for, the top principals and rules, the audit-mode rules, what rose against the previous
+period, the most denied topics (and how many were denied), the exceptions that waived
+violations, the budgets' latest usage, and the warnings.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from kafka_policy_proxy.pipeline.jobs.report_aggregation import Rows
+from kafka_policy_proxy.pipeline.jobs.report_rollups import Rows
 from kafka_policy_proxy.pipeline.rendering.report_page import TOP
-from kafka_policy_proxy.pipeline.sources.audit_events import ACTIONS, DECISIONS, line_summary
 
 
-def report_facts(
-    totals: Rows, hourly: Rows, by_action: Rows, tables: dict[str, Rows]
+def report_summary(
+    facts: dict[str, Any], outputs: dict[str, str], warnings: list[str]
 ) -> dict[str, Any]:
-    """What the page and the summary show: the collected totals and the ranked tables."""
-    by_decision = dict.fromkeys(DECISIONS, 0)
-    for row in totals:
-        by_decision[row["decision"]] = row["events"]
-    actions = {action: dict.fromkeys(DECISIONS, 0) for action in ACTIONS}
-    for row in by_action:
-        actions[row["action"]][row["decision"]] = row["events"]
-    per_rule: dict[str, dict[str, Any]] = {}
-    for row in tables["would_deny"]:
-        entry = per_rule.setdefault(
-            row["rule"],
-            {"rule": row["rule"], "would_deny": 0, "denied_anyway": 0, "fired": 0, "principals": 0},
-        )
-        for key in ("would_deny", "denied_anyway", "fired"):
-            entry[key] += row[key]
-        entry["principals"] += row["would_deny"] > 0
-    return {
-        "decisions": by_decision,
-        "actions": actions,
-        "first": min((r["first_seen"] for r in totals), default=None),
-        "last": max((r["last_seen"] for r in totals), default=None),
-        "hourly": hourly,
-        "principals": tables["top_denied_principals"],
-        "rules": tables["top_denied_rules"],
-        "audit_rules": sorted(
-            per_rule.values(), key=lambda r: (-r["would_deny"], -r["fired"], r["rule"])
-        ),
-        "would_deny": [r for r in tables["would_deny"] if r["would_deny"] > 0],
-        "bad_lines": tables["bad_lines"],
-        # Good lines: a summary record is one line of many decisions.
-        "lines": line_summary(sum(r["records"] for r in totals), tables["bad_lines"]),
-    }
-
-
-def report_summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, Any]:
     """The report's `summary.json`, from its facts."""
 
-    def jsonable(rows: Rows) -> Rows:
+    def jsonable(rows: Rows, top: int | None = TOP) -> Rows:
         return [
             {k: _iso(v) if isinstance(v, datetime) else v for k, v in row.items()}
-            for row in rows[:TOP]
+            for row in rows[:top]
         ]
 
+    periods = facts["periods"]
     return {
         "events": sum(facts["decisions"].values()),
         "decisions": dict(facts["decisions"]),
@@ -70,9 +38,19 @@ def report_summary(facts: dict[str, Any], outputs: dict[str, str]) -> dict[str, 
         "top_principals": jsonable(facts["principals"]),
         "top_rules": jsonable(facts["rules"]),
         "audit_rules": jsonable(facts["audit_rules"]),
+        "window": {k: _iso(v) for k, v in facts["window"].items()},
+        "periods": None
+        if periods is None
+        else {name: [_iso(t) for t in span] for name, span in periods.items()},
+        "rising": jsonable(facts["rising"]),
+        "top_topics": jsonable(facts["topics"]),
+        "topics_denied": facts["topics_total"],
+        "exceptions": jsonable(facts["exceptions"], None),
+        "budgets": jsonable(facts["budgets"], None),
         "outputs": outputs,
+        "warnings": warnings,
     }
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -10,7 +10,9 @@ committed with its manifest (`pipeline.sources.lake`). Exactly once: Spark runs 
 micro-batch that was not checkpointed again with the same offsets and id; its earlier attempt
 is removed (`forget`, manifest first) before it is written again, and readers never see a
 batch before its manifest. A record whose decision the lake already has (the topic holds it
-twice, or a file ingest took it first) is dropped (`pipeline.sources.lake.drop_repeated`).
+twice, or a file ingest took it first) is dropped (`pipeline.sources.lake.drop_repeated`);
+then the micro-batch's rollups are written (`pipeline.sources.lake_rollups`), committed by the
+same manifest.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from kafka_policy_proxy.pipeline.sources.lake import (
     repeated_name,
     write_batch,
 )
+from kafka_policy_proxy.pipeline.sources.lake_rollups import VERSION as ROLLUPS
+from kafka_policy_proxy.pipeline.sources.lake_rollups import write_rollups
 
 CHECKPOINTS = "_checkpoints"
 
@@ -111,6 +115,7 @@ def write_records(
         forget(spark, lake, attempt)
     counts = write_batch(spark, lake, name, classified(records, envelope=True).lines)
     name, counts, repeated = drop_repeated(spark, lake, name, counts, before)
+    write_rollups(spark, lake, name)
     about = {**about, "repeated": sum(repeated.values())}
-    commit(spark, lake, name, [], kafka=about, lines=batch_lines(counts))
+    commit(spark, lake, name, [], kafka=about, lines=batch_lines(counts), rollups=ROLLUPS)
     return name, counts, repeated

@@ -4,16 +4,19 @@ Layout under the lake's root (docs/pipeline.md#the-audit-lake):
 
 - `table=events/date=YYYY-MM-DD/batch=B/`: good events, the UTC date of their `time`;
 - `table=quarantine/date=__HIVE_DEFAULT_PARTITION__/batch=B/`: the lines that are not;
+- `table=rollup_*/date=.../batch=B/`: the batch's rollups (`pipeline.sources.lake_rollups`),
+  what reports read;
 - `_manifest/B.json`: one per committed batch, naming each file it read (path, size,
   mtime, first-line hash, the lines it took) with its line counts and the events it did not
-  add again (`repeated`).
+  add again (`repeated`), and `rollups` (their version; absent in batches without them).
 
 Both tables have the columns of `pipeline.sources.audit_events` (LINE_COLUMNS, then the
 event's). A batch counts once its manifest is written: readers keep only committed batches,
 so a run that died half-way leaves files nobody reads, and the next run ingests its files
 again. Which lines of which files a batch takes (each line of a log once, however the log was
 grown, renamed or compressed since): `pipeline.sources.ingest_files`. Each decision is added
-once: an event whose `decision_id` the lake already has is dropped (`drop_repeated`). Jobs
+once: an event whose `decision_id` the lake already has is dropped (`drop_repeated`); the
+rollups are written after that, from what the batch keeps, so the manifest commits both. Jobs
 read the lake, or raw files, through `pipeline.sources.audit_source`.
 """
 
@@ -45,6 +48,8 @@ from kafka_policy_proxy.pipeline.sources.hadoop_files import (
 )
 from kafka_policy_proxy.pipeline.sources.ingest_files import Take, plan_ingest
 from kafka_policy_proxy.pipeline.sources.lake_layout import EVENTS, MANIFEST, QUARANTINE
+from kafka_policy_proxy.pipeline.sources.lake_rollups import VERSION as ROLLUPS_VERSION
+from kafka_policy_proxy.pipeline.sources.lake_rollups import write_rollups
 
 _TASK_BYTES = 32 * 2**20
 
@@ -71,6 +76,7 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     counts = write_batch(spark, lake, batch, _taken(spark, plan.takes))
     batch, counts, repeated = drop_repeated(spark, lake, batch, counts, before)
+    write_rollups(spark, lake, batch)
     files = []
     for take in plan.takes:
         mine = [r for r in counts if _key(r["source"]) == _key(take.file.path)]
@@ -89,7 +95,7 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
         )
     # Committed even if no line was new (a compressed copy of a log already in): the next
     # ingest knows the file by its size and mtime without reading it again.
-    commit(spark, lake, batch, files)
+    commit(spark, lake, batch, files, rollups=ROLLUPS_VERSION)
     summary["batch"] = batch
     summary["lines"] = batch_lines(counts)
     summary["repeated_events"] = sum(repeated.values())
@@ -276,10 +282,17 @@ def committed(spark: SparkSession, lake: str) -> list[dict[str, Any]]:
     return sorted(batches, key=lambda b: b["batch"])
 
 
-def read_lake(spark: SparkSession, lake: str, *, with_request: bool = True) -> AuditInput:
-    """Every line of the lake's committed batches, as `read_audit` reads raw files."""
+def read_lake(
+    spark: SparkSession,
+    lake: str,
+    *,
+    with_request: bool = True,
+    batches: Sequence[str] | None = None,
+) -> AuditInput:
+    """Every line of the lake's committed batches (or of those named `batches`), as
+    `read_audit` reads raw files."""
     lake = lake.rstrip("/")
-    names = [b["batch"] for b in committed(spark, lake)]
+    names = [b["batch"] for b in committed(spark, lake)] if batches is None else list(batches)
     if not names:
         raise FileNotFoundError(f"{lake}: no ingested batch (run `pipeline ingest` first)")
     columns = [*LINE_COLUMNS, *event_schema(with_request=with_request).fieldNames()]
@@ -287,7 +300,8 @@ def read_lake(spark: SparkSession, lake: str, *, with_request: bool = True) -> A
     # The session reads a file per task (audit logs' line numbers need it), and the lake has
     # many small files (a batch's, per input file and date): ~32 MiB of them per task (about
     # 250,000 events), small enough for the report's partial aggregation to stay in memory.
-    size = sum(f.size for f in list_files(spark, [f"{lake}/table=*"]))
+    tables = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
+    size = sum(f.size for f in list_files(spark, [t for t in tables if exists(spark, t)]))
     tasks = max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
     return AuditInput(lines.coalesce(tasks))
 

@@ -165,5 +165,5 @@ def run_mixed_report(spark: SparkSession, root: Path) -> Run:
     malformed_file.write_text("\n".join(mixed) + "\n")
     out = root / "out"
     inputs = [str(root / "dir"), str(root / "glob" / "*.jsonl"), malformed_file.as_uri()]
-    summary = run_report(spark, inputs, str(out))
+    summary = run_report(spark, inputs, str(out), drill_down=True)
     return Run(events, malformed_file.name, out, summary, inputs)

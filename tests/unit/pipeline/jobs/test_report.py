@@ -304,7 +304,7 @@ def test_summary_is_written_and_returned(mixed_report: Run) -> None:
 def test_empty_input_gives_an_empty_report(spark: SparkSession, tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("")
     out = tmp_path / "out"
-    summary = run_report(spark, [str(tmp_path / "empty.jsonl")], out.as_uri())
+    summary = run_report(spark, [str(tmp_path / "empty.jsonl")], out.as_uri(), drill_down=True)
     assert summary["events"] == 0
     assert summary["lines"]["total"] == 0
     assert summary["time_range"] == {"first": None, "last": None}

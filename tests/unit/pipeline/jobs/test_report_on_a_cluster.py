@@ -52,6 +52,7 @@ def runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     event_log.mkdir()
     started = start_pipeline_cli(
         "report",
+        "--drill-down",
         "--audit",
         str(logs),
         "--out",
@@ -70,7 +71,7 @@ def runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     )
     try:
         # The same report on local[2], while the cluster starts.
-        local = run_report(spark, [str(logs)], str(root / "local"))
+        local = run_report(spark, [str(logs)], str(root / "local"), drill_down=True)
         done = started.done()
     finally:
         started.stop()

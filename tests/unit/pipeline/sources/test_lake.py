@@ -21,6 +21,7 @@ from kafka_policy_proxy.pipeline.jobs.report import run_report
 from kafka_policy_proxy.pipeline.sources.audit_events import UNREADABLE
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 from kafka_policy_proxy.pipeline.sources.lake import IngestConflict, committed, ingest, read_lake
+from kafka_policy_proxy.pipeline.sources.lake_rollups import ROLLUPS, WAIVERS
 from kafka_policy_proxy.policy.loader import load_policy
 
 REPO = Path(__file__).resolve().parents[4]
@@ -84,7 +85,9 @@ def jobs(
     summaries = {"ingest": ingest(spark, [str(logs)], lake)}
     sources = (("raw", AuditSource(paths=[str(logs)])), ("from-lake", AuditSource(lake=lake)))
     for name, source in sources:
-        summaries[f"report {name}"] = run_report(spark, source, str(root / name / "report"))
+        summaries[f"report {name}"] = run_report(
+            spark, source, str(root / name / "report"), drill_down=True
+        )
         summaries[f"replay {name}"] = run_replay(
             spark, str(POLICY), source, str(root / name / "replay")
         )
@@ -139,7 +142,10 @@ def test_the_quarantine_keeps_file_line_reason_and_sample(
     # On disk: the two tables, events by the UTC date of their time.
     lake = Path(jobs.lake)
     tables = {p.name for p in lake.iterdir() if p.name.startswith("table=")}
-    assert tables == {"table=events", "table=quarantine"}
+    # The rollups beside them (none of waivers: no exception waived anything here).
+    assert tables == {"table=events", "table=quarantine"} | {
+        f"table={t}" for t in ROLLUPS if t != WAIVERS
+    }
     dates = {p.name for p in (lake / "table=events").iterdir()}
     assert dates == {f"date={e['time'][:10]}" for e in events}
 
