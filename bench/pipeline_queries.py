@@ -4,7 +4,7 @@ queries over the lake's rollups, in Spark and in DuckDB. Each runs as `python -c
 The report's queries follow the rollup contract (issue 34): `rollup_hours` (hour, action, api,
 decision, mode, principal, rule, rule_mode, events, records, first_seen, last_seen; `rule`
 null on the decision's own row) and `rollup_topics` (day, resource_type, resource, topic,
-principal, client_id, decision, rule, rule_mode, events, first_seen, last_seen, example), of
+principal, decision, rule, rule_mode, events, first_seen, last_seen, example), of
 the committed batches only. They are what the report's first screen needs: totals, the
 hourly series, principals, rules and their daily trend, actions, the most denied topics and
 the principal x rule table.

@@ -8,7 +8,7 @@ decision's own row, as in `pipeline.jobs.report_aggregation.fine_aggregate`:
 
 - `rollup_hours`: hour, action, api, decision, mode, principal, rule, rule_mode, events,
   records (lines: a summary record is one line of many decisions), first_seen, last_seen;
-- `rollup_topics`: day, resource_type, resource, topic, principal, client_id, decision, rule,
+- `rollup_topics`: day, resource_type, resource, topic, principal, decision, rule,
   rule_mode, events, first_seen, last_seen, example (the least violation message of the rule);
 - `rollup_waivers`: day, exception, rule, ticket, expires (as recorded), principal, topic,
   events, last_seen;
@@ -96,7 +96,6 @@ def _counted(good: DataFrame) -> DataFrame:
         "api",
         "mode",
         "principal",
-        "client_id",
         resource_type().alias("resource_type"),
         resource().alias("resource"),
         "topic",
@@ -116,7 +115,6 @@ def _counted(good: DataFrame) -> DataFrame:
         "api",
         "mode",
         "principal",
-        "client_id",
         "resource_type",
         "resource",
         "topic",
@@ -142,7 +140,7 @@ def _hours(counted: DataFrame) -> DataFrame:
 
 
 def _topics(counted: DataFrame) -> DataFrame:
-    keys = ("day", "resource_type", "resource", "topic", "principal", "client_id", "decision")
+    keys = ("day", "resource_type", "resource", "topic", "principal", "decision")
     return counted.groupBy(*keys, "rule", "rule_mode").agg(
         F.sum("events").alias("events"), *_seen(), F.min("message").alias("example")
     )
