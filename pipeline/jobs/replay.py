@@ -115,6 +115,7 @@ def _counts() -> list[Column]:
     counts = [
         F.count_if(good).alias("requests"),
         F.count_if(~good).alias("malformed"),
+        F.count_if(good & F.col("cached")).alias("cache_hits"),
         F.count_if(good & (flip == NO_FLIP) & (F.col("old_rules") != F.col("new_rules"))).alias(
             "rules_changed"
         ),

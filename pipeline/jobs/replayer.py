@@ -44,7 +44,12 @@ from kafka_policy_proxy.policy.decision_log import (
     outcome,
     refusal_violation,
 )
-from kafka_policy_proxy.policy.decision_reader import Refusal, RequestReader, Summarised
+from kafka_policy_proxy.policy.decision_reader import (
+    RecordedRequest,
+    Refusal,
+    RequestReader,
+    Summarised,
+)
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import (
     NO_FACTS,
@@ -89,12 +94,21 @@ class Replayer:
         self, text: str | None, time: datetime | None = None, in_use: str | None = None
     ) -> Row:
         """One request's JSON text (and its event's `in_use` JSON), judged at its event's
-        `time` -> new decision, rules,
-        messages, denying rules, reason."""
+        `time` -> new decision, rules, messages, denying rules, reason."""
         try:
             if text is None:
                 raise ValueError("the event has no request")
             request = self._reader.read(text)
+        except Exception as exc:
+            return error_row(exc)
+        return self.judge(request, time, in_use)
+
+    def judge(
+        self, request: RecordedRequest, time: datetime | None = None, in_use: str | None = None
+    ) -> Row:
+        """One recorded request (read from its text or typed columns), judged at `time` with
+        its event's `in_use` JSON -> new decision, rules, messages, denying rules, reason."""
+        try:
             if isinstance(request, Refusal):
                 violation = refusal_violation(request.api, request.sasl_state)
                 rules = [violation.rule]
@@ -110,7 +124,12 @@ class Replayer:
                 request = replace(request, usage=TopicUsage.from_dict(json.loads(in_use)))
             return self._topic(request, time)
         except Exception as exc:
-            return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
+            return error_row(exc)
+
+    @property
+    def reader(self) -> RequestReader:
+        """The request reader, whose caches of parsed states the typed columns share."""
+        return self._reader
 
     def _topic(self, request: TopicRequest, time: datetime | None) -> Row:
         judgement = Judgement(self.policy, (request,), now=time)
@@ -152,6 +171,11 @@ class Replayer:
             names = ", ".join(sorted(f.value for f in missing))
             reason = self._reasons[missing] = f"cluster facts from the snapshot: {names}"
         return reason
+
+
+def error_row(exc: Exception) -> Row:
+    """The row of a request that cannot be read or judged, naming the exception."""
+    return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
 
 
 def _row(decision: Decision | AdminDecision | BrokerConfigDecision, reason: str | None) -> Row:

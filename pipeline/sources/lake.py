@@ -9,9 +9,9 @@ Layout under the lake's root (docs/pipeline.md#the-audit-lake):
   add again (`repeated`).
 
 Both tables have the columns of `pipeline.sources.audit_events` (LINE_COLUMNS, then the
-event's). A batch counts once its manifest is written: readers keep only committed batches,
-so a run that died half-way leaves files nobody reads, and the next run ingests its files
-again. Which lines of which files a batch takes (each line of a log once, however the log was
+event's, with the request's typed columns: `pipeline.sources.typed_requests`). A batch counts
+once its manifest is written: readers keep only committed batches, so a run that died
+half-way leaves files nobody reads, and the next run ingests its files again. Which lines of which files a batch takes (each line of a log once, however the log was
 grown, renamed or compressed since): `pipeline.sources.ingest_files`. Each decision is added
 once: an event whose `decision_id` the lake already has is dropped (`drop_repeated`). Jobs
 read the lake, or raw files, through `pipeline.sources.audit_source`.
@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from kafka_policy_proxy.pipeline.sources.audit_events import (
     LINE_COLUMNS,
     AuditInput,
-    event_schema,
+    event_columns,
     line_summary,
     read_audit,
 )
@@ -45,6 +45,7 @@ from kafka_policy_proxy.pipeline.sources.hadoop_files import (
 )
 from kafka_policy_proxy.pipeline.sources.ingest_files import Take, plan_ingest
 from kafka_policy_proxy.pipeline.sources.lake_layout import EVENTS, MANIFEST, QUARANTINE
+from kafka_policy_proxy.pipeline.sources.typed_requests import TYPED_REQUEST
 
 _TASK_BYTES = 32 * 2**20
 
@@ -171,7 +172,7 @@ def drop_repeated(
             _tables(spark, lake)
             .where(F.col("batch") == batch)
             .join(repeated, ["source", "line"], "left_anti")
-            .select(*LINE_COLUMNS, *event_schema().fieldNames())
+            .select(*LINE_COLUMNS, *event_columns())
         )
         again = repeated_name(batch)
         counts = write_batch(spark, lake, again, lines)
@@ -282,8 +283,13 @@ def read_lake(spark: SparkSession, lake: str, *, with_request: bool = True) -> A
     names = [b["batch"] for b in committed(spark, lake)]
     if not names:
         raise FileNotFoundError(f"{lake}: no ingested batch (run `pipeline ingest` first)")
-    columns = [*LINE_COLUMNS, *event_schema(with_request=with_request).fieldNames()]
-    lines = _tables(spark, lake).where(F.col("batch").isin(*names)).select(*columns)
+    tables = _tables(spark, lake)
+    # A lake ingested before the typed request columns has none: replay reads the text.
+    columns = [
+        F.col(c) if c in tables.columns else F.lit(None).cast(TYPED_REQUEST).alias(c)
+        for c in (*LINE_COLUMNS, *event_columns(with_request=with_request))
+    ]
+    lines = tables.where(F.col("batch").isin(*names)).select(*columns)
     # The session reads a file per task (audit logs' line numbers need it), and the lake has
     # many small files (a batch's, per input file and date): ~32 MiB of them per task (about
     # 250,000 events), small enough for the report's partial aggregation to stay in memory.
