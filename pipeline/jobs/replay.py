@@ -93,7 +93,7 @@ def run_replay(
     bad.write.mode("overwrite").parquet(outputs["bad_lines"])
     written = spark.read.parquet(outputs["decisions"])
     flip_counts(written).write.mode("overwrite").parquet(outputs["flips"])
-    facts = replay_facts(spark, written, outputs)
+    facts = replay_facts(spark, written, outputs, counts)
     outputs["report"] = f"{base}/replay.html"
     outputs["summary"] = f"{base}/summary.json"
     summary = replay_summary(

@@ -10,7 +10,10 @@ field the request is built from (or its whole text), the event's `in_use` text, 
 time as far as it can change a decision. The judge reads the time only to decide which of the
 candidate's exceptions are in force (`now < expires`), so the key holds how many expiries the
 time is at or past: all times with the same count judge alike (and a candidate without
-exceptions judges alike at any time). The candidate and the snapshot are the same for every
+exceptions judges alike at any time). A client's address is left out of the key unless the
+candidate has plugins or Java policies: the built-in rules, exceptions and budgets never read
+it (clients connect from ever new ports, so keeping it would make nearly every request
+distinct), and no message names it. The candidate and the snapshot are the same for every
 row. The cache lives as long as the task's batches (bounded: it starts over when full), and
 counts its lookups and hits: each row says whether it was a hit.
 """
@@ -42,6 +45,13 @@ CACHE_SIZE = 65_536
 _Key = tuple[Hashable, ...]
 
 
+def reads_address(policy: CompiledPolicy) -> bool:
+    """Whether a client's address can change the policy's decisions: only code it loads (a
+    plugin, a Java policy) sees it."""
+    document = policy.document
+    return bool(document.plugins) or any(r.java_policy for r in document.rules)
+
+
 def moment_key(policy: CompiledPolicy) -> Callable[[int | None], Hashable]:
     """A time in epoch microseconds -> what of it can change the policy's decisions: how
     many of its exceptions' expiries it is at or past (none has any effect without a time)."""
@@ -58,10 +68,12 @@ class BatchJudge:
     """Judges batches of recorded requests with one `Replayer`, each distinct request once."""
 
     def __init__(self, replayer: Replayer, size: int = CACHE_SIZE) -> None:
+        """`size`: how many decisions the cache holds at most (0: none, every row judged)."""
         self.replayer = replayer
         self._size = size
         self._cache: dict[_Key, Row] = {}
         self._moment = moment_key(replayer.policy)
+        self._address = reads_address(replayer.policy)
         self.lookups = 0
         self.hits = 0
 
@@ -76,7 +88,7 @@ class BatchJudge:
         count = len(texts)
         times: list[int | None] = [None] * count if micros is None else micros.to_pylist()
         used: list[str | None] = [None] * count if in_use is None else in_use.to_pylist()
-        keys, builders = _keys(typed, texts.to_pylist(), self.replayer)
+        keys, builders = _keys(typed, texts.to_pylist(), self.replayer, self._address)
         moment, cache, judge = self._moment, self._cache, self.replayer.judge
         rows: list[Row] = []
         hits: list[bool] = []
@@ -94,7 +106,8 @@ class BatchJudge:
                 else:
                     time = None if us is None else EPOCH + timedelta(microseconds=us)
                     row = judge(request, time, facts)
-                cache[full] = row
+                if self._size:
+                    cache[full] = row
             rows.append(row)
         self.lookups += count
         self.hits += sum(hits)
@@ -105,7 +118,7 @@ _Builder = Callable[[], RecordedRequest]
 
 
 def _keys(
-    typed: pa.StructArray | None, texts: list[str | None], replayer: Replayer
+    typed: pa.StructArray | None, texts: list[str | None], replayer: Replayer, address: bool
 ) -> tuple[list[_Key], list[_Builder]]:
     """Per row: the request's key and how to build it, from the typed columns or the text."""
     count = len(texts)
@@ -114,12 +127,13 @@ def _keys(
     if typed is not None and typed.null_count < count:
         topic, *others = typed.flatten()
         if topic.null_count < count:
-            _topic_keys(topic, replayer, keys, builders)
+            _topic_keys(topic, replayer, keys, builders, address)
         for shape, (name, read) in zip(others, _SHAPES.items(), strict=True):
             if shape.null_count < count:
                 for at, fields in enumerate(shape.to_pylist()):
                     if fields is not None:
-                        keys[at] = (name, *_frozen(fields))
+                        seen = fields if address or "principal" not in fields else _blind(fields)
+                        keys[at] = (name, *_frozen(seen))
                         builders[at] = partial(read, fields)
     for at, text in enumerate(texts):
         if keys[at] is None:
@@ -133,27 +147,22 @@ def _topic_keys(
     replayer: Replayer,
     keys: list[_Key | None],
     builders: list[_Builder | None],
+    address: bool,
 ) -> None:
-    fields = topic.flatten()
-    names, ids, actions, kinds = (f.to_pylist() for f in fields[:4])
-    people, clients, addresses = (f.to_pylist() for f in fields[4].flatten())
-    validate, requested, current, offsets = (f.to_pylist() for f in fields[5:])
+    columns = topic.flatten()
+    names, ids, actions, kinds = (c.to_pylist() for c in columns[:4])
+    people, clients, addresses = (c.to_pylist() for c in columns[4].flatten())
+    seen = addresses if address else [""] * len(addresses)
+    validate, requested, current, offsets = (c.to_pylist() for c in columns[5:])
     read = replayer.reader.topic
     for at, ok in enumerate(topic.is_valid().to_pylist()):
         if ok:
             spots = offsets[at]
-            fields = (
-                names[at],
-                ids[at],
-                actions[at],
-                kinds[at],
-                (people[at], clients[at], addresses[at]),
-                validate[at],
-                requested[at],
-                current[at],
-                tuple(map(tuple, spots)) if spots else (),
-            )
-            keys[at] = ("topic", fields)
+            spots = tuple(map(tuple, spots)) if spots else ()
+            head = (names[at], ids[at], actions[at], kinds[at])
+            tail = (validate[at], requested[at], current[at], spots)
+            keys[at] = ("topic", *head, people[at], clients[at], seen[at], *tail)
+            fields = (*head, (people[at], clients[at], addresses[at]), *tail)
             builders[at] = partial(read, fields)
 
 
@@ -161,6 +170,12 @@ def _from_text(reader: RequestReader, text: str | None) -> RecordedRequest:
     if text is None:
         raise ValueError("the event has no request")
     return reader.read(text)
+
+
+def _blind(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields with the principal's address left out."""
+    principal = fields["principal"]
+    return fields if principal is None else {**fields, "principal": {**principal, "address": ""}}
 
 
 def _frozen(fields: dict[str, Any]) -> tuple[Hashable, ...]:

@@ -11,10 +11,11 @@ Layout under the lake's root (docs/pipeline.md#the-audit-lake):
 Both tables have the columns of `pipeline.sources.audit_events` (LINE_COLUMNS, then the
 event's, with the request's typed columns: `pipeline.sources.typed_requests`). A batch counts
 once its manifest is written: readers keep only committed batches, so a run that died
-half-way leaves files nobody reads, and the next run ingests its files again. Which lines of which files a batch takes (each line of a log once, however the log was
-grown, renamed or compressed since): `pipeline.sources.ingest_files`. Each decision is added
-once: an event whose `decision_id` the lake already has is dropped (`drop_repeated`). Jobs
-read the lake, or raw files, through `pipeline.sources.audit_source`.
+half-way leaves files nobody reads, and the next run ingests its files again. Which lines
+of which files a batch takes (each line of a log once, however the log was grown, renamed or
+compressed since): `pipeline.sources.ingest_files`. Each decision is added once: an event
+whose `decision_id` the lake already has is dropped (`drop_repeated`). Jobs read the lake, or
+raw files, through `pipeline.sources.audit_source`.
 """
 
 from __future__ import annotations
