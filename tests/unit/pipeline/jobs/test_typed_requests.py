@@ -42,7 +42,7 @@ from kafka_policy_proxy.policy.decision_summary import summarise
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import ClusterFacts, judge
 from kafka_policy_proxy.policy.loader import load_policy
-from kafka_policy_proxy.policy.model import Principal
+from kafka_policy_proxy.policy.model import Principal, TopicState
 from tests.unit.pipeline.jobs.replay_inputs import (
     ALICE_THREADS,
     EXAMPLE,
@@ -51,6 +51,7 @@ from tests.unit.pipeline.jobs.replay_inputs import (
     decisions,
 )
 
+SMALL = {"rules": [{"name": "small", "partitions": {"max": 3}}]}
 SHAPES = ("topic", "admin", "config", "refusal", "summary")
 # The recorded events' times (one every 7 s) straddle these expiries.
 FIRST_EXPIRY = "2026-10-01T01:00:00+00:00"
@@ -58,14 +59,14 @@ LAST_EXPIRY = "2026-10-01T02:00:00+00:00"
 
 
 def _with_exceptions() -> CompiledPolicy:
-    """The example policy, with two exceptions waiving its rules for a while."""
+    """The example policy, with two exceptions waiving half its rules each for a while."""
     policy = yaml.safe_load(EXAMPLE.read_text())
     rules = [r["name"] for r in policy["rules"]]
     policy["exceptions"] = [
         {
             "name": f"waiver-{i}",
-            "match": {"principals": ["User:*"]},
-            "waive": rules,
+            "match": {"principals": ["User:*"], "actions": ["create", "alter", "delete"]},
+            "waive": rules[i::2],
             "reason": "r",
             "expires": expires,
         }
@@ -81,7 +82,7 @@ def _stamp(moment: str) -> Stamp:
 
 
 def _summary() -> dict[str, Any]:
-    policy = load_policy({"rules": [{"name": "small", "partitions": {"max": 3}}]})
+    policy = load_policy(SMALL)
     alice = Principal("User:alice", "app", "10.0.0.2:1")
     asked = [create_request(f"t.{i}", 1 + i % 6, principal=alice) for i in range(50)]
     verdicts = judge(policy, asked, ClusterFacts(example_cluster()))
@@ -94,7 +95,14 @@ def _summary() -> dict[str, Any]:
 
 def _in_use(event: dict[str, Any], minutes: int) -> dict[str, Any]:
     """A delete of a shipping topic, with the in-use facts the proxy read for it."""
-    request = {**event["request"], "topic": "shipping.live", "action": "delete"}
+    live = TopicState("shipping.live", partitions=3, replication_factor=3)
+    request = {
+        **event["request"],
+        "topic": "shipping.live",
+        "action": "delete",
+        "alter_kind": None,
+        "current": live.to_dict(),
+    }
     read_at = "2026-10-01T00:40:00.000000Z"
     written = datetime(2026, 10, 1, 0, 40, tzinfo=UTC) - timedelta(minutes=minutes)
     usage = {
@@ -222,25 +230,33 @@ def test_the_cache_never_changes_a_decision_across_times_and_in_use_facts(
 ) -> None:
     table, _ = columns
     policy = _with_exceptions()
-    expiry = (datetime.fromisoformat(FIRST_EXPIRY) - EPOCH) // timedelta(microseconds=1)
-    # The same requests again at four instants around the first expiry, and with no time.
+    first, last = (
+        (datetime.fromisoformat(e) - EPOCH) // timedelta(microseconds=1)
+        for e in (FIRST_EXPIRY, LAST_EXPIRY)
+    )
+    # The same requests again at instants around each expiry, and with no time.
+    instants = (first - 1, first, last - 1, last, last + 1, None)
     copies = [table]
-    for moment in (expiry - 1, expiry, expiry + 1, None):
+    for moment in instants:
         micros = pa.array([moment] * table.num_rows, pa.int64())
         copies.append(table.set_column(2, "micros", micros))
     repeated = pa.concat_tables(copies).combine_chunks()
-    judge = BatchJudge(Replayer(policy, None))
+    cluster = example_cluster()
+    judge = BatchJudge(Replayer(policy, cluster))
     cached = _by_typed(judge, repeated)
-    assert cached == _by_text(Replayer(policy, None), repeated)
+    assert cached == _by_text(Replayer(policy, cluster), repeated)
     assert judge.hits > 0 and judge.lookups == repeated.num_rows
     size = table.num_rows
-    before, at = cached[size : 2 * size], cached[2 * size : 3 * size]
-    assert before != at  # the exception waived until its expiry: the time was in the key
-    assert cached[3 * size : 4 * size] == at
+    copy = [cached[size * (i + 1) : size * (i + 2)] for i in range(len(instants))]
+    # Each exception waived until its expiry: the time was in the key as far as it mattered.
+    assert copy[0] != copy[1] and copy[1] == copy[2] and copy[2] != copy[3]
+    assert copy[3] == copy[4] == copy[5]
     # The two in-use deletes differ only in their in-use facts, and are judged apart.
-    used = repeated["in_use"].to_pylist()
-    deletes = [row for row, facts in zip(cached, used, strict=True) if facts]
-    assert {row[0] for row in deletes} == {"allowed", "denied"}
+    used = [at for at, facts in enumerate(table["in_use"].to_pylist()) if facts]
+    assert [copy[4][at][:2] for at in used] == [
+        ("denied", ["shipping-in-use"]),
+        ("allowed", []),
+    ]
 
 
 def test_the_time_counts_only_as_far_as_the_exceptions_expire() -> None:
@@ -250,7 +266,7 @@ def test_the_time_counts_only_as_far_as_the_exceptions_expire() -> None:
     last = (datetime.fromisoformat(LAST_EXPIRY) - EPOCH) // timedelta(microseconds=1)
     assert key(None) is None
     assert key(0) == key(first - 1) != key(first) == key(last - 1) != key(last) == key(last * 2)
-    plain = moment_key(load_policy({"rules": [{"name": "r", "partitions": {"max": 3}}]}))
+    plain = moment_key(load_policy(SMALL))
     assert plain(0) == plain(first) != plain(None)
 
 
@@ -295,12 +311,12 @@ def test_no_built_in_check_reads_a_clients_address() -> None:
     assert naming == {
         "model.py", "decision_reader.py", "offline/request_spec.py", "offline/scenario.py"
     }  # fmt: skip
-    assert reads_address(load_policy({"rules": []})) is False
+    assert reads_address(load_policy(SMALL)) is False
 
 
 def test_a_principal_from_typed_fields_is_the_texts() -> None:
     # The fields' order is the key's: a principal is (name, client_id, address).
-    replayer = Replayer(load_policy({"rules": []}), None)
+    replayer = Replayer(load_policy(SMALL), None)
     request = create_request("t", 1, principal=Principal("User:a", "cli", "10.0.0.1:5"))
     text = request.to_dict()
     fields = (
