@@ -48,7 +48,8 @@ def replay_facts(
         .orderBy("flip", F.desc("requests"), "rule")
         .collect()
     )
-    flipped = decisions.where(F.col("flip").isin(ALLOW_TO_DENY, DENY_TO_ALLOW))
+    # The flips, read once for the five queries below (a small part of the decisions).
+    flipped = decisions.where(F.col("flip").isin(ALLOW_TO_DENY, DENY_TO_ALLOW)).persist()
     by_principal = (
         flipped.groupBy("flip", "principal")
         .agg(F.count(F.lit(1)).alias("requests"))
@@ -96,7 +97,7 @@ def replay_facts(
         reasons += (counted if limit is None else counted.limit(limit)).collect()
     bad_lines = spark.read.parquet(outputs["bad_lines"]).collect()
     rules = [r.asDict() for r in by_rule]
-    return {
+    facts = {
         "by_rule": rules,
         "to_deny": [r for r in rules if r["flip"] == ALLOW_TO_DENY],
         "by_principal": [r.asDict() for r in by_principal],
@@ -109,6 +110,8 @@ def replay_facts(
         "reasons": [r.asDict() for r in reasons],
         "bad_lines": [r.asDict() for r in bad_lines],
     }
+    flipped.unpersist()
+    return facts
 
 
 _DISTINCT = ("requests", "principals", "topics", "client_ids")

@@ -4,6 +4,8 @@ judgement cache never changes a decision, and lakes written before the typed col
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from harness.audit_data import (
     refused_record,
     write_events,
 )
+from kafka_policy_proxy.pipeline import worker_cache
 from kafka_policy_proxy.pipeline.jobs.replay import run_replay
 from kafka_policy_proxy.pipeline.jobs.replay_batches import (
     EPOCH,
@@ -325,3 +328,22 @@ def test_a_principal_from_typed_fields_is_the_texts() -> None:
         json.dumps(text["requested"]), None, (),
     )  # fmt: skip
     assert replayer.reader.topic(fields) == replayer.reader.read(json.dumps(text))
+
+
+def _compiled_in(policy_text: str) -> Callable[[Iterable[Any]], Iterator[tuple[int, int]]]:
+    def task(_: Iterable[Any]) -> Iterator[tuple[int, int]]:
+        yield os.getpid(), id(worker_cache.compiled(policy_text, "<candidate>"))
+
+    return task
+
+
+def test_the_candidate_is_compiled_once_per_python_worker(spark: SparkSession) -> None:
+    text = yaml.safe_dump(SMALL)
+    tasks = spark.sparkContext.parallelize(range(16), 16).mapPartitions(_compiled_in(text))
+    seen = tasks.collect()
+    by_worker: dict[int, set[int]] = {}
+    for pid, policy in seen:
+        by_worker.setdefault(pid, set()).add(policy)
+    # Every task a worker ran got the one policy it compiled; workers are reused.
+    assert all(len(policies) == 1 for policies in by_worker.values())
+    assert len(by_worker) < len(seen)
