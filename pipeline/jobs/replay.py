@@ -10,7 +10,9 @@ at several times) are refused rather than matched to events by guesswork.
 A request that cannot be parsed or evaluated becomes `error`, with the reason; none is dropped.
 
 Outputs under `out/` (Parquet, overwritten), plus `replay.html`
-(`pipeline.rendering.replay_page`) and `summary.json` (`pipeline.jobs.replay_summary`):
+(`pipeline.rendering.replay_page`) and `summary.json` (`pipeline.jobs.replay_summary`: the
+flips with how many distinct requests, principals, topics and client ids they are, and the
+judgement cache's lookups and hits):
 
 - `decisions`: time, principal, client_id, api, action, resource_type, resource, topic,
   validate_only, old_decision, old_rules, new_decision, new_rules, new_messages, flip,

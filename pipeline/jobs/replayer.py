@@ -1,10 +1,12 @@
 """One recorded request judged again: the candidate policy's decision, and why it is unknown.
 
 `Replayer.replay` takes a decision record's `request` as JSON text (and its `in_use`, the
-in-use facts the decision saw, if any), reads it back
-(`policy.decision_reader`) and judges it with the one judge (`policy.judge`), as the proxy
-would have with the candidate policy, using the facts the event recorded
-(`policy.offline.recorded_facts.RecordedFacts`) and, if given, a snapshot's cluster:
+in-use facts the decision saw, if any), reads it back (`policy.decision_reader`);
+`Replayer.judge` takes the request already read (from the text, or from the lake's typed
+columns: `pipeline.jobs.replay_batches`). Either judges it with the one judge
+(`policy.judge`), as the proxy would have with the candidate policy, using the facts the
+event recorded (`policy.offline.recorded_facts.RecordedFacts`) and, if given, a snapshot's
+cluster:
 
 - a topic request: facts the candidate needs that the event lacks (cluster-wide facts are
   never recorded) make the new decision `unknown`, with the facts named, unless the snapshot
