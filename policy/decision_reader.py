@@ -6,7 +6,10 @@ change of a config resource that is not a topic (`BrokerConfigRequest.to_dict()`
 `config_resource`), a request refused before any judgement (`refusal_record`, first key
 `refused`) or a summary of a request's many topics (`summary_record`, first key
 `summarised`). `RequestReader.read` tells them apart by that first key and gives the request
-`from_dict` gives, parsing the parts that recur across events once. Pure: no I/O.
+`from_dict` gives, parsing the parts that recur across events once. `RequestReader.topic`
+builds the same topic request from the lake's typed columns
+(`pipeline.sources.typed_requests`), whose requested and current states are JSON text. Pure:
+no I/O.
 """
 
 from __future__ import annotations
@@ -57,6 +60,19 @@ class Summarised:
     topics: int
 
 
+# A topic request's typed fields: topic, topic_id, action, alter_kind, principal (name,
+# client_id, address), validate_only, requested and current (JSON text), record_offsets.
+TopicFields = tuple[
+    str | None,
+    str | None,
+    str,
+    str | None,
+    tuple[str, str, str],
+    bool,
+    str,
+    str | None,
+    tuple[tuple[int, int], ...],
+]
 RecordedRequest = TopicRequest | AdminRequest | BrokerConfigRequest | Refusal | Summarised
 
 
@@ -119,6 +135,26 @@ class RequestReader:
                 except (ValueError, TypeError, AttributeError, KeyError):
                     pass  # not cut at the top-level keys, or not valid: parse it whole
         return TopicRequest.from_dict(json.loads(text))
+
+    def topic(self, fields: TopicFields) -> TopicRequest:
+        """A topic request from its typed fields, as `topic_request` reads its text."""
+        topic, topic_id, action, alter_kind, principal, validate_only, requested, current, spots = (
+            fields
+        )
+        kind = None
+        if alter_kind is not None:
+            kind = _ALTER_KINDS[alter_kind] if alter_kind in _ALTER_KINDS else AlterKind(alter_kind)
+        return TopicRequest(
+            topic=topic,
+            action=_ACTIONS[action] if action in _ACTIONS else Action(action),
+            principal=Principal(*principal),
+            topic_id=topic_id,
+            alter_kind=kind,
+            validate_only=validate_only,
+            requested=self._requested_state(requested),
+            current=None if current is None else self._current_state(current),
+            record_offsets=tuple((int(p), int(o)) for p, o in spots),
+        )
 
     def _requested_state(self, text: str) -> RequestedState:
         requested = self._requested.get(text)

@@ -10,7 +10,9 @@ at several times) are refused rather than matched to events by guesswork.
 A request that cannot be parsed or evaluated becomes `error`, with the reason; none is dropped.
 
 Outputs under `out/` (Parquet, overwritten), plus `replay.html`
-(`pipeline.rendering.replay_page`) and `summary.json` (`pipeline.jobs.replay_summary`):
+(`pipeline.rendering.replay_page`) and `summary.json` (`pipeline.jobs.replay_summary`: the
+flips with how many distinct requests, principals, topics and client ids they are, and the
+judgement cache's lookups and hits):
 
 - `decisions`: time, principal, client_id, api, action, resource_type, resource, topic,
   validate_only, old_decision, old_rules, new_decision, new_rules, new_messages, flip,
@@ -93,7 +95,7 @@ def run_replay(
     bad.write.mode("overwrite").parquet(outputs["bad_lines"])
     written = spark.read.parquet(outputs["decisions"])
     flip_counts(written).write.mode("overwrite").parquet(outputs["flips"])
-    facts = replay_facts(spark, written, outputs)
+    facts = replay_facts(spark, written, outputs, counts)
     outputs["report"] = f"{base}/replay.html"
     outputs["summary"] = f"{base}/summary.json"
     summary = replay_summary(
@@ -115,6 +117,7 @@ def _counts() -> list[Column]:
     counts = [
         F.count_if(good).alias("requests"),
         F.count_if(~good).alias("malformed"),
+        F.count_if(good & F.col("cached")).alias("cache_hits"),
         F.count_if(good & (flip == NO_FLIP) & (F.col("old_rules") != F.col("new_rules"))).alias(
             "rules_changed"
         ),

@@ -1,9 +1,12 @@
 """The replay on Spark: every audit line with its recorded and new decision, and the flip.
 
-Requests are judged on the executors by an Arrow UDF over the raw request JSON, one
+Requests are judged on the executors by an Arrow UDF over the typed request columns
+(`pipeline.sources.typed_requests`; the JSON text only for rows without them), one
 `Replayer` per Python worker (the policy compiled and the cluster rebuilt once per process,
-`pipeline.worker_cache`), each at its event's recorded time (as epoch microseconds, so that
-no session time zone comes between). A flip compares whether the request would go through:
+`pipeline.worker_cache`) and one judgement cache per task (`pipeline.jobs.replay_batches`:
+each distinct request judged once), each at its event's recorded time (as epoch microseconds,
+so that no session time zone comes between). `cached` says whether the cache had a row's
+decision: the replay counts its hits. A flip compares whether the request would go through:
 audit-would-deny counts as allowed. `flip_rules` are the rules behind a flip: for allow->deny
 the candidate's enforce-mode violations, for deny->allow the recorded enforce-mode violations
 (which no longer deny); empty otherwise.
@@ -12,15 +15,17 @@ the candidate's enforce-mode violations, for deny->allow the recorded enforce-mo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
 
+from kafka_policy_proxy.pipeline.jobs.replay_batches import BatchJudge
 from kafka_policy_proxy.pipeline.jobs.replayer import ERROR, UNKNOWN, Replayer
 from kafka_policy_proxy.pipeline.sources.audit_events import AuditInput, resource, resource_type
+from kafka_policy_proxy.pipeline.sources.typed_requests import TYPED_REQUEST_COLUMN
 from kafka_policy_proxy.pipeline.worker_cache import compiled, shipped_cluster
 from kafka_policy_proxy.policy.decision_log import PASSED, Outcome
 
@@ -38,11 +43,12 @@ RESULT = pa.struct(
         pa.field("messages", pa.list_(pa.string())),
         pa.field("denying", pa.list_(pa.string())),
         pa.field("reason", pa.string()),
+        pa.field("cached", pa.bool_()),
     ]
 )
 RESULT_DDL = (
     "decision string, rules array<string>, messages array<string>, denying array<string>, "
-    "reason string"
+    "reason string, cached boolean"
 )
 # What each event recorded of the request, kept as it is in the decisions.
 RECORD_COLUMNS = (
@@ -69,34 +75,18 @@ DECISION_COLUMNS = (
 )
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def replay_batch(
-    replayer: Replayer,
+    judge: BatchJudge,
+    typed: pa.StructArray | None,
     texts: pa.Array,
     micros: pa.Array | None = None,
     in_use: pa.Array | None = None,
 ) -> pa.StructArray:
-    """Replay a batch of request JSON texts, each at its event's time (epoch microseconds) with
-    its event's `in_use`: a RESULT per text."""
-    decisions: list[str] = []
-    rules: list[list[str]] = []
-    messages: list[list[str]] = []
-    denying: list[list[str]] = []
-    reasons: list[str | None] = []
-    replay = replayer.replay
-    times = [None] * len(texts) if micros is None else micros.to_pylist()
-    facts = [None] * len(texts) if in_use is None else in_use.to_pylist()
-    for text, us, used in zip(texts.to_pylist(), times, facts, strict=True):
-        moment = None if us is None else EPOCH + timedelta(microseconds=us)
-        decision, rule, message, deny, reason = replay(text, moment, used)
-        decisions.append(decision)
-        rules.append(rule)
-        messages.append(message)
-        denying.append(deny)
-        reasons.append(reason)
-    columns = [decisions, rules, messages, denying, reasons]
+    """Replay a batch of requests (typed, else their JSON text), each at its event's time
+    (epoch microseconds) with its event's `in_use`: a RESULT per row."""
+    rows, cached = judge.judge(typed, texts, micros, in_use)
+    columns: list[list[Any]] = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 5
+    columns.append(cached)
     return pa.StructArray.from_arrays(
         [pa.array(c, f.type) for c, f in zip(columns, RESULT, strict=True)], fields=list(RESULT)
     )
@@ -104,16 +94,19 @@ def replay_batch(
 
 def replay_udf(
     policy_text: str, policy_name: str, cluster_text: str | None
-) -> Callable[[Column, Column, Column], Column]:
-    """The Arrow UDF: (request JSON, time in epoch microseconds, in_use JSON) ->
-    struct<decision, rules, messages, denying, reason>."""
+) -> Callable[[Column, Column, Column, Column], Column]:
+    """The Arrow UDF: (typed request, request JSON where untyped, time in epoch microseconds,
+    in_use JSON) -> struct<decision, rules, messages, denying, reason, cached>."""
 
-    def replay(batches: Iterator[tuple[pa.Array, pa.Array, pa.Array]]) -> Iterator[pa.Array]:
-        # Compiled once per worker process and reused by every task and batch.
+    def replay(
+        batches: Iterator[tuple[pa.Array, pa.Array, pa.Array, pa.Array]],
+    ) -> Iterator[pa.Array]:
+        # Compiled once per worker process and reused by every task and batch; the judgement
+        # cache lives as long as the task.
         cluster = None if cluster_text is None else shipped_cluster(cluster_text)
-        replayer = Replayer(compiled(policy_text, policy_name), cluster)
-        for texts, micros, in_use in batches:
-            yield replay_batch(replayer, texts, micros, in_use)
+        judge = BatchJudge(Replayer(compiled(policy_text, policy_name), cluster))
+        for typed, texts, micros, in_use in batches:
+            yield replay_batch(judge, typed, texts, micros, in_use)
 
     # The kind (iterator of arrays) comes from the type hints; the stubs only know it spelled out.
     return arrow_udf(replay, RESULT_DDL)  # type: ignore[call-overload, no-any-return]
@@ -147,8 +140,12 @@ def replay_lines(
         F.col("violations.rule").alias("old_rules"),
         F.transform(enforced, lambda v: v["rule"]).alias("old_denying"),
         # Bad lines skip the evaluation (a null request comes back as an error, then dropped).
+        # The text crosses to Python only where the typed columns cannot stand for it.
         evaluate(
-            F.when(good, F.col("request")), F.unix_micros(F.col("time")), F.col("in_use")
+            F.when(good, F.col(TYPED_REQUEST_COLUMN)),
+            F.when(good & F.col(TYPED_REQUEST_COLUMN).isNull(), F.col("request")),
+            F.unix_micros(F.col("time")),
+            F.col("in_use"),
         ).alias("new"),
     )
     flip = flip_column(F.col("old_decision"), F.col("new.decision"))
@@ -167,6 +164,7 @@ def replay_lines(
         .otherwise(no_rules)
         .alias("flip_rules"),
         F.col("new.reason").alias("reason"),
+        F.col("new.cached").alias("cached"),
     )
 
 

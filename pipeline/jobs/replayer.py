@@ -1,10 +1,12 @@
 """One recorded request judged again: the candidate policy's decision, and why it is unknown.
 
 `Replayer.replay` takes a decision record's `request` as JSON text (and its `in_use`, the
-in-use facts the decision saw, if any), reads it back
-(`policy.decision_reader`) and judges it with the one judge (`policy.judge`), as the proxy
-would have with the candidate policy, using the facts the event recorded
-(`policy.offline.recorded_facts.RecordedFacts`) and, if given, a snapshot's cluster:
+in-use facts the decision saw, if any), reads it back (`policy.decision_reader`);
+`Replayer.judge` takes the request already read (from the text, or from the lake's typed
+columns: `pipeline.jobs.replay_batches`). Either judges it with the one judge
+(`policy.judge`), as the proxy would have with the candidate policy, using the facts the
+event recorded (`policy.offline.recorded_facts.RecordedFacts`) and, if given, a snapshot's
+cluster:
 
 - a topic request: facts the candidate needs that the event lacks (cluster-wide facts are
   never recorded) make the new decision `unknown`, with the facts named, unless the snapshot
@@ -44,7 +46,12 @@ from kafka_policy_proxy.policy.decision_log import (
     outcome,
     refusal_violation,
 )
-from kafka_policy_proxy.policy.decision_reader import Refusal, RequestReader, Summarised
+from kafka_policy_proxy.policy.decision_reader import (
+    RecordedRequest,
+    Refusal,
+    RequestReader,
+    Summarised,
+)
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import (
     NO_FACTS,
@@ -89,12 +96,21 @@ class Replayer:
         self, text: str | None, time: datetime | None = None, in_use: str | None = None
     ) -> Row:
         """One request's JSON text (and its event's `in_use` JSON), judged at its event's
-        `time` -> new decision, rules,
-        messages, denying rules, reason."""
+        `time` -> new decision, rules, messages, denying rules, reason."""
         try:
             if text is None:
                 raise ValueError("the event has no request")
             request = self._reader.read(text)
+        except Exception as exc:
+            return error_row(exc)
+        return self.judge(request, time, in_use)
+
+    def judge(
+        self, request: RecordedRequest, time: datetime | None = None, in_use: str | None = None
+    ) -> Row:
+        """One recorded request (read from its text or typed columns), judged at `time` with
+        its event's `in_use` JSON -> new decision, rules, messages, denying rules, reason."""
+        try:
             if isinstance(request, Refusal):
                 violation = refusal_violation(request.api, request.sasl_state)
                 rules = [violation.rule]
@@ -110,7 +126,12 @@ class Replayer:
                 request = replace(request, usage=TopicUsage.from_dict(json.loads(in_use)))
             return self._topic(request, time)
         except Exception as exc:
-            return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
+            return error_row(exc)
+
+    @property
+    def reader(self) -> RequestReader:
+        """The request reader, whose caches of parsed states the typed columns share."""
+        return self._reader
 
     def _topic(self, request: TopicRequest, time: datetime | None) -> Row:
         judgement = Judgement(self.policy, (request,), now=time)
@@ -152,6 +173,11 @@ class Replayer:
             names = ", ".join(sorted(f.value for f in missing))
             reason = self._reasons[missing] = f"cluster facts from the snapshot: {names}"
         return reason
+
+
+def error_row(exc: Exception) -> Row:
+    """The row of a request that cannot be read or judged, naming the exception."""
+    return (ERROR, _NONE, _NONE, _NONE, f"cannot replay: {type(exc).__name__}: {exc}")
 
 
 def _row(decision: Decision | AdminDecision | BrokerConfigDecision, reason: str | None) -> Row:

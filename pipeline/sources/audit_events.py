@@ -32,6 +32,10 @@ from kafka_policy_proxy.pipeline.sources.audit_lines import (
     sample,
 )
 from kafka_policy_proxy.pipeline.sources.spark_schema import struct_type
+from kafka_policy_proxy.pipeline.sources.typed_requests import (
+    TYPED_REQUEST_COLUMN,
+    with_typed_request,
+)
 from kafka_policy_proxy.policy.decision_log import (
     NOT_TOPIC_ACTIONS,
     Outcome,
@@ -43,9 +47,10 @@ from kafka_policy_proxy.policy.decision_log import (
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 
 # Derived from the record's owner. `request` (and `rewritten`, what overrides made of it, and
-# `in_use`, the in-use facts judged) are kept as the JSON text of the object: only replay
-# parses them, in Python, and replays the request from what the client sent, on those facts.
-# A v1 event reads with the six v2 fields null.
+# `in_use`, the in-use facts judged) are kept as the JSON text of the object; replay reads the
+# request from its typed columns (TYPED_REQUEST_COLUMN, read from that text: see
+# `pipeline.sources.typed_requests`), and the rare `in_use` from its text. A v1 event reads
+# with the six v2 fields null.
 AUDIT_SCHEMA = struct_type(
     json_schema(),
     {"request": StringType(), "rewritten": StringType(), "in_use": StringType()},
@@ -76,7 +81,8 @@ _ROW_BITS = 2**33 - 1
 
 @dataclass(frozen=True)
 class AuditInput:
-    """Every line of the audit input: LINE_COLUMNS, then the AUDIT_SCHEMA columns read."""
+    """Every line of the audit input: LINE_COLUMNS, then the AUDIT_SCHEMA columns read (and,
+    with the request, its typed columns: `event_columns`)."""
 
     lines: DataFrame
 
@@ -94,6 +100,13 @@ class AuditInput:
 def event_schema(*, with_request: bool = True) -> StructType:
     """The event columns; without `request`, the JSON parser skips the largest object unread."""
     return StructType([f for f in AUDIT_SCHEMA.fields if with_request or f.name != "request"])
+
+
+def event_columns(*, with_request: bool = True) -> list[str]:
+    """The event's columns as jobs and the lake have them: the record's, and with `request`
+    its typed columns (`pipeline.sources.typed_requests`)."""
+    names = event_schema(with_request=with_request).fieldNames()
+    return [*names, TYPED_REQUEST_COLUMN] if with_request else names
 
 
 def read_audit(
@@ -144,18 +157,15 @@ def classified(raw: DataFrame, *, with_request: bool = True, envelope: bool = Fa
         event = F.col("j")
     good = F.col("p").isNull()
     unreadable = good & F.col(f"j.{_UNREAD}").isNotNull()
-    return AuditInput(
-        staged.select("source", "line", "value", "p", F.when(good, parsed).alias("j")).select(
-            "source",
-            "line",
-            F.when(unreadable, F.lit(MALFORMED)).otherwise(F.col("p.kind")).alias("kind"),
-            F.when(unreadable, F.lit(UNREADABLE)).otherwise(F.col("p.problem")).alias("problem"),
-            F.when(unreadable, _sample(F.col("value")))
-            .otherwise(F.col("p.sample"))
-            .alias("sample"),
-            *(F.when(~unreadable, event[f.name]).alias(f.name) for f in schema.fields),
-        )
+    lines = staged.select("source", "line", "value", "p", F.when(good, parsed).alias("j")).select(
+        "source",
+        "line",
+        F.when(unreadable, F.lit(MALFORMED)).otherwise(F.col("p.kind")).alias("kind"),
+        F.when(unreadable, F.lit(UNREADABLE)).otherwise(F.col("p.problem")).alias("problem"),
+        F.when(unreadable, _sample(F.col("value"))).otherwise(F.col("p.sample")).alias("sample"),
+        *(F.when(~unreadable, event[f.name]).alias(f.name) for f in schema.fields),
     )
+    return AuditInput(with_typed_request(lines) if with_request else lines)
 
 
 def _sample(value: Column) -> Column:

@@ -11,13 +11,14 @@ Layout under the lake's root (docs/pipeline.md#the-audit-lake):
   add again (`repeated`), and `rollups` (their version; absent in batches without them).
 
 Both tables have the columns of `pipeline.sources.audit_events` (LINE_COLUMNS, then the
-event's). A batch counts once its manifest is written: readers keep only committed batches,
-so a run that died half-way leaves files nobody reads, and the next run ingests its files
-again. Which lines of which files a batch takes (each line of a log once, however the log was
-grown, renamed or compressed since): `pipeline.sources.ingest_files`. Each decision is added
-once: an event whose `decision_id` the lake already has is dropped (`drop_repeated`); the
-rollups are written after that, from what the batch keeps, so the manifest commits both. Jobs
-read the lake, or raw files, through `pipeline.sources.audit_source`.
+event's, with the request's typed columns: `pipeline.sources.typed_requests`). A batch counts
+once its manifest is written: readers keep only committed batches, so a run that died
+half-way leaves files nobody reads, and the next run ingests its files again. Which lines
+of which files a batch takes (each line of a log once, however the log was grown, renamed or
+compressed since): `pipeline.sources.ingest_files`. Each decision is added once: an event
+whose `decision_id` the lake already has is dropped (`drop_repeated`); the rollups are written
+after that, from what the batch keeps, so the manifest commits both. Jobs read the lake, or
+raw files, through `pipeline.sources.audit_source`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pyspark.sql import functions as F
 from kafka_policy_proxy.pipeline.sources.audit_events import (
     LINE_COLUMNS,
     AuditInput,
-    event_schema,
+    event_columns,
     line_summary,
     read_audit,
 )
@@ -50,6 +51,7 @@ from kafka_policy_proxy.pipeline.sources.ingest_files import Take, plan_ingest
 from kafka_policy_proxy.pipeline.sources.lake_layout import EVENTS, MANIFEST, QUARANTINE
 from kafka_policy_proxy.pipeline.sources.lake_rollups import VERSION as ROLLUPS_VERSION
 from kafka_policy_proxy.pipeline.sources.lake_rollups import write_rollups
+from kafka_policy_proxy.pipeline.sources.typed_requests import TYPED_REQUEST
 
 _TASK_BYTES = 32 * 2**20
 
@@ -177,7 +179,7 @@ def drop_repeated(
             _tables(spark, lake)
             .where(F.col("batch") == batch)
             .join(repeated, ["source", "line"], "left_anti")
-            .select(*LINE_COLUMNS, *event_schema().fieldNames())
+            .select(*LINE_COLUMNS, *event_columns())
         )
         again = repeated_name(batch)
         counts = write_batch(spark, lake, again, lines)
@@ -295,8 +297,13 @@ def read_lake(
     names = [b["batch"] for b in committed(spark, lake)] if batches is None else list(batches)
     if not names:
         raise FileNotFoundError(f"{lake}: no ingested batch (run `pipeline ingest` first)")
-    columns = [*LINE_COLUMNS, *event_schema(with_request=with_request).fieldNames()]
-    lines = _tables(spark, lake).where(F.col("batch").isin(*names)).select(*columns)
+    tables = _tables(spark, lake)
+    # A lake ingested before the typed request columns has none: replay reads the text.
+    columns = [
+        F.col(c) if c in tables.columns else F.lit(None).cast(TYPED_REQUEST).alias(c)
+        for c in (*LINE_COLUMNS, *event_columns(with_request=with_request))
+    ]
+    lines = tables.where(F.col("batch").isin(*names)).select(*columns)
     # The session reads a file per task (audit logs' line numbers need it), and the lake has
     # many small files (a batch's, per input file and date): ~32 MiB of them per task (about
     # 250,000 events), small enough for the report's partial aggregation to stay in memory.

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from kafka_policy_proxy.pipeline.jobs.replay_batches import EPOCH, BatchJudge
 from kafka_policy_proxy.pipeline.jobs.replayer import Replayer
 from kafka_policy_proxy.pipeline.jobs.scan_evaluation import SET_ON_TOPIC, scan_topic
 from kafka_policy_proxy.policy.builders import create_request
@@ -143,15 +146,21 @@ def _records(setting: Setting) -> dict[int, dict[str, Any]]:  # the same for bot
 
 
 def _replay(setting: Setting, snapshot: InMemoryCluster | None) -> Outcomes:
-    replayer = Replayer(setting.policy, snapshot)
-    results: Outcomes = {}
-    for index, record in _records(setting).items():
-        text = json.dumps(record["request"], separators=(",", ":"))
-        in_use = json.dumps(record["in_use"]) if "in_use" in record else None
-        time = datetime.fromisoformat(record["time"])
-        decision, rules, *_ = replayer.replay(text, time, in_use)
-        results[index] = (record["topic"], decision, tuple(rules))
-    return results
+    # As the replay's UDF judges a batch of records without typed columns: the texts, each
+    # distinct request (with its in-use facts, at its time) once.
+    records = _records(setting)
+    texts = [json.dumps(r["request"], separators=(",", ":")) for r in records.values()]
+    in_use = [json.dumps(r["in_use"]) if "in_use" in r else None for r in records.values()]
+    micros = [
+        (datetime.fromisoformat(r["time"]) - EPOCH) // timedelta(microseconds=1)
+        for r in records.values()
+    ]
+    judge = BatchJudge(Replayer(setting.policy, snapshot))
+    rows, _ = judge.judge(None, pa.array(texts), pa.array(micros, pa.int64()), pa.array(in_use))
+    return {
+        index: (record["topic"], decision, tuple(rules))
+        for (index, record), (decision, rules, *_) in zip(records.items(), rows, strict=True)
+    }
 
 
 def replay_with_snapshot(setting: Setting) -> Outcomes:

@@ -23,6 +23,7 @@ from harness.audit_data import (
 )
 from harness.java_policies import REFERENCE_CLASS, build_jar, kafka_clients_jar
 from kafka_policy_proxy.pipeline.jobs.replay import run_replay
+from kafka_policy_proxy.pipeline.jobs.replay_summary import replay_facts
 from kafka_policy_proxy.pipeline.jobs.replayer import ALL_TOPICS_NOT_RECORDED
 from kafka_policy_proxy.pipeline.sources.snapshots import SnapshotError
 from kafka_policy_proxy.policy.budgets import needs as budget_needs
@@ -149,8 +150,33 @@ def test_a_stricter_policy_flips_exactly_what_its_rule_catches(
     top_principal, top_count = by_principal.most_common(1)[0]
     assert f"<td>{top_principal}</td><td>{top_count:,}</td>" in html
     sample = html[html.index("A sample of flipped") :].split("</table>")[0]
-    assert sample.count("<tr>") == 1 + min(10, len(expected))  # the header and 10 rows
+    # One row per principal, flip, resource and rules behind it: the header and 10 at most.
+    broken = [e for e in events if key(e) in expected]
+    resources = {(e["principal"], e["resource_type"], e["resource"]) for e in broken}
+    assert sample.count("<tr>") == 1 + min(10, len(resources))
     assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>", sample), sample[:2000]
+    # Distinct requests (the same ask of the same resource), principals, topics, client ids.
+    asks = {
+        (e["principal"], e["client_id"], e["api"], e["action"], e["resource"], e["validate_only"])
+        for e in broken
+    }
+    assert summary["distinct"]["allow->deny"] == {
+        "requests": len(asks),
+        "principals": len(by_principal),
+        "topics": len({e["topic"] for e in broken}),
+        "client_ids": len({e["client_id"] for e in broken}),
+    }
+    nothing = {"requests": 0, "principals": 0, "topics": 0, "client_ids": 0}
+    assert summary["distinct"]["deny->allow"] == nothing
+    assert summary["cache"]["lookups"] == summary["requests"] >= summary["cache"]["hits"]
+    counts = {"requests": summary["requests"], "cache_hits": summary["cache"]["hits"]}
+    written = spark.read.parquet(str(tmp_path / "out" / "decisions"))
+    facts = replay_facts(spark, written, summary["outputs"], counts)
+    apps = Counter((e["client_id"], e["principal"]) for e in broken)
+    top = sorted(apps.items(), key=lambda item: (-item[1], item[0]))[:10]
+    assert [((c["client_id"], c["principal"]), c["requests"]) for c in facts["clients"]] == top
+    assert all(c["rules"] == ["partition-count"] for c in facts["clients"])
+    assert all("the limit is 12" in c["example"] for c in facts["clients"])
     assert "allow-&gt;deny flips by rule" in html
     assert "data:image/png;base64," in html
     pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from kafka_policy_proxy.pipeline.jobs.replay_evaluation import EPOCH, replay_batch
+from kafka_policy_proxy.pipeline.jobs.replay_batches import EPOCH, BatchJudge
+from kafka_policy_proxy.pipeline.jobs.replay_evaluation import replay_batch
 from kafka_policy_proxy.pipeline.jobs.replayer import Replayer
 from kafka_policy_proxy.policy.builders import create_request
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
@@ -47,5 +48,6 @@ def test_an_event_is_replayed_at_its_recorded_time() -> None:
 
 def test_the_udf_batch_takes_each_events_time_in_epoch_microseconds() -> None:
     times = pa.array([micros(EXPIRES - timedelta(microseconds=1)), micros(EXPIRES)], pa.int64())
-    result = replay_batch(Replayer(POLICY, InMemoryCluster()), pa.array([TEXT, TEXT]), times)
+    judge = BatchJudge(Replayer(POLICY, InMemoryCluster()))
+    result = replay_batch(judge, None, pa.array([TEXT, TEXT]), times)
     assert result.field("decision").to_pylist() == ["allowed", "denied"]
