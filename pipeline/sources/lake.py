@@ -307,8 +307,8 @@ def read_lake(
     # The session reads a file per task (audit logs' line numbers need it), and the lake has
     # many small files (a batch's, per input file and date): ~32 MiB of them per task (about
     # 250,000 events), small enough for the report's partial aggregation to stay in memory.
-    tables = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
-    size = sum(f.size for f in list_files(spark, [t for t in tables if exists(spark, t)]))
+    paths = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
+    size = sum(f.size for f in list_files(spark, [p for p in paths if exists(spark, p)]))
     tasks = max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
     return AuditInput(lines.coalesce(tasks))
 
