@@ -27,6 +27,7 @@ import yaml
 from harness.helm_chart import template
 from harness.pod_layout import container_argv, environment, lay_out, proxy_containers, relocate
 from tests.integration.admin_clients import BrokerView, ConfluentAdmin, NewTopicSpec
+from tests.integration.test_admin_clients import until
 
 pytestmark = pytest.mark.integration
 
@@ -132,8 +133,9 @@ def test_the_chart_policy_denies_and_admits_through_the_published_ports(
         assert not denied.ok and denied.error == "POLICY_VIOLATION", denied
         assert "topic-naming" in (denied.message or "")
         assert allowed.ok, allowed
-        # The brokers, read directly: one topic made, the other never.
-        info = broker.describe(good)
+        # The brokers, read directly (once the new topic's metadata reaches the one asked):
+        # one topic made, the other never.
+        info = until(lambda: broker.describe(good))
         assert info is not None and len(info.partitions) == 3
         assert bad not in broker.topics()
         # The audit record on stdout names the pod (KPP_AUDIT__PROXY_ID from the downward API)
