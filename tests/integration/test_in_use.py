@@ -131,6 +131,7 @@ class LiveConsumer:
 
     def __init__(self, kafka: Any, topic: str, group: str, library: str) -> None:
         self.consumed = 0
+        self.error: Exception | None = None
         self._stop = threading.Event()
         self._poll, self._close = self._open(kafka, topic, group, library)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -170,9 +171,23 @@ class LiveConsumer:
         return poll_kp, reader.close
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.consumed += self._poll()
-        self._close()
+        try:
+            while not self._stop.is_set():
+                self.consumed += self._poll()
+        except Exception as exc:  # reported by the test that waits for the group
+            self.error = exc
+        finally:
+            self._close()
+
+    def committed_all(self, kafka: Any, group: str, topic: str, records: int) -> None:
+        """Wait until the group has committed all `records`, or fail saying how far it got."""
+        deadline = time.monotonic() + 120
+        while (offset := committed(kafka, group, topic)) != records:
+            assert time.monotonic() < deadline, (
+                f"group {group} never committed offset {records} of {topic} in 120 s: consumed "
+                f"{self.consumed}, committed {offset}, consumer error {self.error!r}"
+            )
+            time.sleep(0.2)
 
     def stop(self) -> None:
         self._stop.set()
@@ -216,7 +231,7 @@ def test_a_topic_a_live_group_reads_is_not_deleted_until_the_group_stops(
     group = f"iu-readers-{uuid.uuid4().hex[:6]}"
     consumer = LiveConsumer(kafka, topic, group, library)
     try:
-        until(lambda: committed(kafka, group, topic) == 5 or None, timeout=60)
+        consumer.committed_all(kafka, group, topic, 5)
         denied = delete(admin, topic)
         assert not denied.ok and denied.error == "POLICY_VIOLATION", denied
         assert f"consumer group(s) '{group}' (members on the topic)" in (denied.message or "")
@@ -234,7 +249,7 @@ def test_a_group_that_consumed_within_the_window_keeps_the_topic_until_it_passes
     topic = new_topic(kafka, "iu.g.", 4)
     group = f"iu-recent-{uuid.uuid4().hex[:6]}"
     consumer = LiveConsumer(kafka, topic, group, "confluent")
-    until(lambda: committed(kafka, group, topic) == 4 or None, timeout=60)
+    consumer.committed_all(kafka, group, topic, 4)
     consumer.stop()
     outcomes = []
     deadline = time.monotonic() + 60

@@ -179,6 +179,7 @@ def test_a_delete_racing_auto_creation_never_lets_the_topic_back(
 # workers of one proxy (`--workers 2` and 4) or two proxy processes on different ports.
 
 POLICY_VIOLATION = 44
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 @pytest.fixture(scope="module")
@@ -264,5 +265,14 @@ def test_a_topic_re_created_through_one_proxy_keeps_its_immutable_config_through
             )
         )
         # The topic B saw was compacted; the one that exists now is not, and may not become so.
-        assert incremental_alter(b, topic, ("cleanup.policy", 0, "compact")) == POLICY_VIOLATION
+        # Until the new topic reaches the broker B reads, B answers as that broker would
+        # (UNKNOWN_TOPIC_OR_PARTITION); once it does, B must deny. The broker is read below.
+        answers: list[int] = []
+
+        def answered(b: WireClient = b, t: str = topic, answers: list[int] = answers) -> bool:
+            answers.append(incremental_alter(b, t, ("cleanup.policy", 0, "compact")))
+            return answers[-1] != UNKNOWN_TOPIC_OR_PARTITION
+
+        assert wait_until(answered), answers
+        assert answers[-1] == POLICY_VIOLATION, answers
         assert brokers.settled().config(topic, "cleanup.policy") == "delete"
