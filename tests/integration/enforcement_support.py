@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cited import cited
@@ -119,3 +121,23 @@ def wait_for(check: Any, timeout: float = 15.0) -> bool:
             return False
         time.sleep(0.2)
     return True
+
+
+def proxy_with_policy(
+    kafka: Any, workdir: Path, policy: Mapping[str, Any], bootstrap_port: int, node_port_base: int
+) -> Iterator[ProxyProcess]:
+    """A proxy judging with `policy`, its audit log in `workdir/audit.jsonl`; stopped cleanly."""
+    policy_file, audit = workdir / "policy.yaml", workdir / "audit.jsonl"
+    policy_file.write_text(yaml.safe_dump(dict(policy)))
+    process = ProxyProcess(
+        workdir,
+        kafka.bootstrap_servers,
+        bootstrap_port,
+        node_port_base,
+        extra={"policy": {"file": str(policy_file)}, "audit": {"file": str(audit)}},
+    )
+    process.audit_path = audit
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0

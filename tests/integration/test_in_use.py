@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer
 
 from harness.proxy_process import ProxyProcess
 from tests.integration.admin_clients import BrokerView, ConfluentAdmin, JavaAdmin, NewTopicSpec
 from tests.integration.admin_clients.model import TopicOutcome
+from tests.integration.enforcement_support import proxy_with_policy
 from tests.integration.test_admin_clients import until
 
 pytestmark = pytest.mark.integration
@@ -62,20 +62,7 @@ POLICY = {
 @pytest.fixture(scope="module")
 def proxy(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     workdir = tmp_path_factory.mktemp("in-use")
-    policy = workdir / "policy.yaml"
-    policy.write_text(yaml.safe_dump(POLICY))
-    process = ProxyProcess(
-        workdir,
-        kafka.bootstrap_servers,
-        BOOTSTRAP_PORT,
-        NODE_PORT_BASE,
-        extra={"policy": {"file": str(policy)}, "audit": {"file": str(workdir / "audit.jsonl")}},
-    )
-    process.audit_path = workdir / "audit.jsonl"
-    try:
-        yield process
-    finally:
-        assert process.stop() == 0
+    yield from proxy_with_policy(kafka, workdir, POLICY, BOOTSTRAP_PORT, NODE_PORT_BASE)
 
 
 @pytest.fixture(scope="module")
