@@ -26,6 +26,11 @@ _DEFAULTS = {
     # Parquet's standard instant (not Spark's legacy INT96): other engines read the lake.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The lake's writes are partitioned by date, and a task (one audit file) spans several
+    # dates: up to this many files open at once, instead of sorting the task's rows by date
+    # first (measured: the sort was ~10 of 47 s writing 1M events). More dates than this in
+    # one task fall back to the sort.
+    "spark.sql.maxConcurrentOutputFileWriters": "16",
 }
 
 
