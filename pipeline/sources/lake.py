@@ -17,8 +17,8 @@ half-way leaves files nobody reads, and the next run ingests its files again. Wh
 of which files a batch takes (each line of a log once, however the log was grown, renamed or
 compressed since): `pipeline.sources.ingest_files`. Each decision is added once: an event
 whose `decision_id` the lake already has is dropped (`drop_repeated`); the rollups are written
-after that, from what the batch keeps, with the manifest's line counts from the same scan, so
-the manifest commits both. Jobs read the lake, or
+after that, from what the batch keeps (the manifest's line counts with them), so the manifest
+commits both. Jobs read the lake, or
 raw files, through `pipeline.sources.audit_source`.
 """
 

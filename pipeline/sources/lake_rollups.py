@@ -216,23 +216,19 @@ def write_rollups(spark: SparkSession, lake: str, batch: str) -> list[Row]:
     lines = _batch_lines(spark, lake, batch)
     if lines is None:
         return []  # no line in this batch
-    # The manifest's counts: the events per source (a scan of one column) and the bad lines'
-    # from `rollup_lines`, not another read of the batch.
+    tables = rollups(lines)
+    # The manifest's counts, in one small job: the events per source (a column of this batch's
+    # events, not the lake's tables with their schemas merged) and `rollup_lines`' counts.
     events = lines.where(F.col("problem").isNull()).groupBy("source")
     none = F.lit(None).cast("string")
     counts = (
         events.agg(F.count(F.lit(1)).alias("lines"))
         .select("source", none.alias("kind"), none.alias("problem"), "lines")
+        .unionByName(tables[LINES].select("source", "kind", "problem", "lines"))
         .collect()
     )
-    tables = rollups(lines)
-    bad = tables[LINES].persist()
-    try:
-        counts += bad.select("source", "kind", "problem", "lines").collect()
-        for name, table in tables.items():
-            _write(bad if name == LINES else table, lake, batch, name)
-    finally:
-        bad.unpersist()
+    for name, table in tables.items():
+        _write(table, lake, batch, name)
     return counts
 
 
