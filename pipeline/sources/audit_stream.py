@@ -110,12 +110,13 @@ def write_records(
 ) -> tuple[str, list[Row], dict[str, int]]:
     """Write audit topic records (source, line, value) as the lake's batch `name` and commit
     it, replacing an earlier attempt; its events already in the batches `before` are dropped.
-    Return what `drop_repeated` returns."""
+    Return the batch's name as written, its counts (`write_rollups`) and the events dropped
+    per source."""
     for attempt in (name, repeated_name(name)):
         forget(spark, lake, attempt)
-    counts = write_batch(spark, lake, name, classified(records, envelope=True).lines)
-    name, counts, repeated = drop_repeated(spark, lake, name, counts, before)
-    write_rollups(spark, lake, name)
+    write_batch(spark, lake, name, classified(records, envelope=True).lines)
+    name, repeated = drop_repeated(spark, lake, name, before)
+    counts = write_rollups(spark, lake, name)
     about = {**about, "repeated": sum(repeated.values())}
     commit(spark, lake, name, [], kafka=about, lines=batch_lines(counts), rollups=ROLLUPS)
     return name, counts, repeated

@@ -17,7 +17,8 @@ half-way leaves files nobody reads, and the next run ingests its files again. Wh
 of which files a batch takes (each line of a log once, however the log was grown, renamed or
 compressed since): `pipeline.sources.ingest_files`. Each decision is added once: an event
 whose `decision_id` the lake already has is dropped (`drop_repeated`); the rollups are written
-after that, from what the batch keeps, so the manifest commits both. Jobs read the lake, or
+after that, from what the batch keeps (the manifest's line counts with them), so the manifest
+commits both. Jobs read the lake, or
 raw files, through `pipeline.sources.audit_source`.
 """
 
@@ -76,9 +77,9 @@ def ingest(spark: SparkSession, paths: Sequence[str], lake: str) -> dict[str, An
     if not plan.takes:
         return summary
     batch = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    counts = write_batch(spark, lake, batch, _taken(spark, plan.takes))
-    batch, counts, repeated = drop_repeated(spark, lake, batch, counts, before)
-    write_rollups(spark, lake, batch)
+    write_batch(spark, lake, batch, _taken(spark, plan.takes))
+    batch, repeated = drop_repeated(spark, lake, batch, before)
+    counts = write_rollups(spark, lake, batch)
     files = []
     for take in plan.takes:
         mine = [r for r in counts if _key(r["source"]) == _key(take.file.path)]
@@ -132,9 +133,9 @@ def _taken(spark: SparkSession, takes: Sequence[Take]) -> DataFrame:
     return reduce(DataFrame.unionAll, parts)
 
 
-def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) -> list[Row]:
-    """Write `lines` (`AuditInput.lines`) as the lake's batch `batch`, not yet committed;
-    return its counts (source, kind, problem, lines)."""
+def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) -> None:
+    """Write `lines` (`AuditInput.lines`) as the lake's batch `batch`, not yet committed (its
+    counts come with its rollups: `write_rollups`)."""
     table = F.when(F.col("problem").isNull(), F.lit(EVENTS)).otherwise(F.lit(QUARANTINE))
     (
         lines.withColumn("table", table)
@@ -144,37 +145,27 @@ def write_batch(spark: SparkSession, lake: str, batch: str, lines: DataFrame) ->
         .partitionBy("table", "date", "batch")
         .parquet(lake)
     )
-    if not any(exists(spark, f"{lake}/table={name}") for name in (EVENTS, QUARANTINE)):
-        return []  # no line written, and none before
-    written = _tables(spark, lake).where(F.col("batch") == batch)
-    return (
-        written.groupBy("source", "kind", "problem").agg(F.count(F.lit(1)).alias("lines")).collect()
-    )
 
 
 def drop_repeated(
-    spark: SparkSession,
-    lake: str,
-    batch: str,
-    counts: list[Row],
-    before: Sequence[dict[str, Any]],
-) -> tuple[str, list[Row], dict[str, int]]:
+    spark: SparkSession, lake: str, batch: str, before: Sequence[dict[str, Any]]
+) -> tuple[str, dict[str, int]]:
     """Keep each decision once: a written batch's events whose `decision_id` a committed batch
     has, or an earlier line of this batch (by source, then line), are dropped. Returns the
-    batch as it now is (rewritten under another name if anything was dropped), its counts,
-    and the events dropped per source."""
+    batch as it now is (rewritten under another name if anything was dropped) and the events
+    dropped per source."""
     # The same decision reaches a lake twice when one log is ingested from two places the
     # first-line match cannot tie together (the proxy's file log and its audit topic, a log
     # re-assembled by hand), or when the topic holds a record twice. v1 records have no id.
     repeated = _repeats(spark, lake, batch, [b["batch"] for b in before])
     if repeated is None:
-        return batch, counts, {}
+        return batch, {}
     repeated = repeated.persist()
     try:
         by_source = repeated.groupBy("source").agg(F.count(F.lit(1)).alias("lines"))
         dropped = {r["source"]: r["lines"] for r in by_source.collect()}
         if not dropped:
-            return batch, counts, {}
+            return batch, {}
         lines = (
             _tables(spark, lake)
             .where(F.col("batch") == batch)
@@ -182,11 +173,11 @@ def drop_repeated(
             .select(*LINE_COLUMNS, *event_columns())
         )
         again = repeated_name(batch)
-        counts = write_batch(spark, lake, again, lines)
+        write_batch(spark, lake, again, lines)
     finally:
         repeated.unpersist()
     forget(spark, lake, batch)
-    return again, counts, dropped
+    return again, dropped
 
 
 def _repeats(spark: SparkSession, lake: str, batch: str, names: list[str]) -> DataFrame | None:
@@ -265,7 +256,7 @@ def forget(spark: SparkSession, lake: str, batch: str) -> None:
 
 
 def batch_lines(counts: Sequence[Row]) -> dict[str, Any]:
-    """`line_summary` of a batch's counts (`write_batch`)."""
+    """`line_summary` of a batch's counts (`write_rollups`)."""
     events = sum(r["lines"] for r in counts if r["kind"] is None)
     return line_summary(events, [r.asDict() for r in counts if r["kind"] is not None])
 
