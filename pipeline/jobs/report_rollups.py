@@ -163,7 +163,10 @@ def _collect(name: str, frame: DataFrame | None) -> Rows:
         return _rows(summed, ("hour", "first_seen", "last_seen"))
     if name == TOPICS:
         keys = ("topic", "principal", "decision", "rule", "rule_mode")
-        summed = frame.groupBy(*keys).agg(
+        # By example first: a least string makes an aggregation sort its rows, and the rollup
+        # has a row per day (8.2M at 10M all-distinct events) for far fewer examples.
+        examples = frame.groupBy(*keys, "example").agg(*_sums("events"), *_seen())
+        summed = examples.groupBy(*keys).agg(
             *_sums("events"), *_seen(), F.min("example").alias("example")
         )
         return _rows(summed)
