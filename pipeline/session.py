@@ -14,6 +14,9 @@ DEFAULT_MASTER = "local[*]"
 _LOCAL_DEFAULTS = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
+    # A lake's partitions (a date per day of the log) are listed by the driver: on one machine
+    # a listing job per table costs more than the listing (past 32 directories by default).
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "4096",
 }
 # One task reads one file, whole and in order: audit lines get their line numbers
 # (pipeline.sources.audit_events). The proxy rotates its log, so a day is many files, read in

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 from kafka_policy_proxy.pipeline.sources.hadoop_files import exists
-from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake
+from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake, read_tasks
 from kafka_policy_proxy.pipeline.sources.lake_rollups import (
     BUDGETS,
     HOURS,
@@ -127,7 +127,7 @@ def _stored(
     table = table.where(F.col("batch").isin(*batches))
     if name in _TIMES:
         table = table.where(window.dates() & window.keeps(_TIMES[name]))
-    return table.drop("table", "date", "batch")
+    return table.drop("table", "date", "batch").coalesce(read_tasks(spark, [path]))
 
 
 def _windowed(derived: dict[str, DataFrame], window: Window) -> dict[str, DataFrame | None]:

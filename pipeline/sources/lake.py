@@ -299,9 +299,15 @@ def read_lake(
     # many small files (a batch's, per input file and date): ~32 MiB of them per task (about
     # 250,000 events), small enough for the report's partial aggregation to stay in memory.
     paths = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
-    size = sum(f.size for f in list_files(spark, [p for p in paths if exists(spark, p)]))
-    tasks = max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
-    return AuditInput(lines.coalesce(tasks))
+    return AuditInput(lines.coalesce(read_tasks(spark, [p for p in paths if exists(spark, p)])))
+
+
+def read_tasks(spark: SparkSession, paths: Sequence[str]) -> int:
+    """How many tasks read the lake's files under `paths`: ~32 MiB of them each."""
+    # The session's setting is a task per file (audit logs need it); the lake's files are many
+    # and small, and a task per file costs more than reading it.
+    size = sum(f.size for f in list_files(spark, paths))
+    return max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
 
 
 def _tables(spark: SparkSession, lake: str) -> DataFrame:
