@@ -2,7 +2,8 @@
 in one small Spark job per rollup table.
 
 From a lake, the rollups its batches committed (`pipeline.sources.lake_rollups`), pruned by
-date partition, then kept exactly by hour (or day); a batch ingested before rollups existed
+date partition, then kept exactly by hour (or day); without a window, the topics come from the
+batches' totals (a row per key, not per key and day). A batch ingested before rollups existed
 has its rollups derived from its events, with a warning. From raw files (a one-off run), the
 rollups are derived from the events.
 """
@@ -25,9 +26,13 @@ from kafka_policy_proxy.pipeline.sources.lake_rollups import (
     HOURS,
     LINES,
     ROLLUPS,
+    TOPIC_KEYS,
+    TOPIC_TOTALS,
     TOPICS,
     VERSION,
+    VERSIONS,
     WAIVERS,
+    by_example,
     rollups,
 )
 
@@ -98,9 +103,17 @@ def _frames(
     batches = committed(spark, lake)
     if not batches:
         raise FileNotFoundError(f"{lake}: no ingested batch (run `pipeline ingest` first)")
-    kept = [b["batch"] for b in batches if b.get("rollups") == VERSION]
-    older = [b["batch"] for b in batches if b.get("rollups") != VERSION]
-    frames = {name: _stored(spark, lake, name, kept, window) for name in ROLLUPS}
+    kept = [b["batch"] for b in batches if b.get("rollups") in VERSIONS]
+    older = [b["batch"] for b in batches if b.get("rollups") not in VERSIONS]
+    totals = [b["batch"] for b in batches if b.get("rollups") == VERSION]
+    frames = {
+        name: (
+            _topics(spark, lake, [b for b in kept if b not in totals], totals)
+            if name == TOPICS and not window.bounded
+            else _stored(spark, lake, name, kept, window)
+        )
+        for name in ROLLUPS
+    }
     if not older:
         return frames, []
     warning = (
@@ -128,6 +141,21 @@ def _stored(
     if name in _TIMES:
         table = table.where(window.dates() & window.keeps(_TIMES[name]))
     return table.drop("table", "date", "batch").coalesce(read_tasks(spark, [path]))
+
+
+def _topics(spark: SparkSession, lake: str, days: list[str], totals: list[str]) -> DataFrame | None:
+    """The topic rollup of the whole lake: the batches' totals, and the day rows of those
+    batches that have none (rollups version 1)."""
+    window = Window()
+    frames = [
+        frame.select(*TOPIC_KEYS, "events", "first_seen", "last_seen", "example")
+        for frame in (
+            _stored(spark, lake, TOPIC_TOTALS, totals, window),
+            _stored(spark, lake, TOPICS, days, window),
+        )
+        if frame is not None
+    ]
+    return frames[0].unionByName(frames[1]) if len(frames) == 2 else next(iter(frames), None)
 
 
 def _windowed(derived: dict[str, DataFrame], window: Window) -> dict[str, DataFrame | None]:
@@ -162,14 +190,9 @@ def _collect(name: str, frame: DataFrame | None) -> Rows:
         summed = frame.groupBy(*keys).agg(*_sums("events", "records"), *_seen())
         return _rows(summed, ("hour", "first_seen", "last_seen"))
     if name == TOPICS:
-        keys = ("topic", "principal", "decision", "rule", "rule_mode")
-        # By example first: a least string makes an aggregation sort its rows, and the rollup
-        # has a row per day (8.2M at 10M all-distinct events) for far fewer examples.
-        examples = frame.groupBy(*keys, "example").agg(*_sums("events"), *_seen())
-        summed = examples.groupBy(*keys).agg(
-            *_sums("events"), *_seen(), F.min("example").alias("example")
+        return _rows(
+            by_example(frame, ("topic", "principal", "decision", "rule", "rule_mode"), "example")
         )
-        return _rows(summed)
     if name == WAIVERS:
         keys = ("exception", "rule", "ticket", "expires", "principal")
         summed = frame.groupBy(*keys).agg(*_sums("events"), F.max("last_seen").alias("last_seen"))

@@ -21,7 +21,7 @@ from kafka_policy_proxy.pipeline.jobs.report import run_report
 from kafka_policy_proxy.pipeline.sources.audit_events import UNREADABLE
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
 from kafka_policy_proxy.pipeline.sources.lake import IngestConflict, committed, ingest, read_lake
-from kafka_policy_proxy.pipeline.sources.lake_rollups import ROLLUPS, WAIVERS
+from kafka_policy_proxy.pipeline.sources.lake_rollups import ROLLUPS, TOPIC_TOTALS, WAIVERS
 from kafka_policy_proxy.policy.loader import load_policy
 
 REPO = Path(__file__).resolve().parents[4]
@@ -144,7 +144,7 @@ def test_the_quarantine_keeps_file_line_reason_and_sample(
     tables = {p.name for p in lake.iterdir() if p.name.startswith("table=")}
     # The rollups beside them (none of waivers: no exception waived anything here).
     assert tables == {"table=events", "table=quarantine"} | {
-        f"table={t}" for t in ROLLUPS if t != WAIVERS
+        f"table={t}" for t in (*ROLLUPS, TOPIC_TOTALS) if t != WAIVERS
     }
     dates = {p.name for p in (lake / "table=events").iterdir()}
     assert dates == {f"date={e['time'][:10]}" for e in events}
