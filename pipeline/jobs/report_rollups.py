@@ -19,8 +19,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
-from kafka_policy_proxy.pipeline.sources.hadoop_files import exists
-from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake, read_tasks
+from kafka_policy_proxy.pipeline.sources.hadoop_files import exists, read_tasks
+from kafka_policy_proxy.pipeline.sources.lake import committed, read_lake
 from kafka_policy_proxy.pipeline.sources.lake_rollups import (
     BUDGETS,
     HOURS,
@@ -125,7 +125,9 @@ def _frames(
     for name, frame in _windowed(derived, window).items():
         stored = frames[name]
         if frame is not None:
-            frames[name] = frame if stored is None else stored.unionByName(frame)
+            frames[name] = (
+                frame if stored is None else stored.unionByName(frame.select(*stored.columns))
+            )
     return frames, [warning]
 
 

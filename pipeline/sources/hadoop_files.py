@@ -12,6 +12,8 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+_TASK_BYTES = 32 * 2**20
+
 
 @dataclass(frozen=True)
 class FileStatus:
@@ -40,6 +42,14 @@ def list_files(spark: SparkSession, paths: Sequence[str]) -> list[FileStatus]:
             for file in _walk(fs, status):
                 found.setdefault(file.path, file)
     return sorted(found.values(), key=lambda f: f.path)
+
+
+def read_tasks(spark: SparkSession, paths: Sequence[str]) -> int:
+    """How many tasks read the lake's files under `paths`: ~32 MiB of them each."""
+    # The session's setting is a task per file (audit logs need it); the lake's files are many
+    # and small, and a task per file costs more than reading it.
+    size = sum(f.size for f in list_files(spark, paths))
+    return max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
 
 
 def _walk(fs: Any, status: Any) -> Iterator[FileStatus]:

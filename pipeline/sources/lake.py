@@ -44,6 +44,7 @@ from kafka_policy_proxy.pipeline.sources.audit_events import (
 from kafka_policy_proxy.pipeline.sources.hadoop_files import (
     exists,
     list_files,
+    read_tasks,
     read_text,
     remove,
     write_text,
@@ -53,8 +54,6 @@ from kafka_policy_proxy.pipeline.sources.lake_layout import EVENTS, MANIFEST, QU
 from kafka_policy_proxy.pipeline.sources.lake_rollups import VERSION as ROLLUPS_VERSION
 from kafka_policy_proxy.pipeline.sources.lake_rollups import write_rollups
 from kafka_policy_proxy.pipeline.sources.typed_requests import TYPED_REQUEST
-
-_TASK_BYTES = 32 * 2**20
 
 
 class IngestConflict(RuntimeError):
@@ -300,14 +299,6 @@ def read_lake(
     # 250,000 events), small enough for the report's partial aggregation to stay in memory.
     paths = [f"{lake}/table={name}" for name in (EVENTS, QUARANTINE)]
     return AuditInput(lines.coalesce(read_tasks(spark, [p for p in paths if exists(spark, p)])))
-
-
-def read_tasks(spark: SparkSession, paths: Sequence[str]) -> int:
-    """How many tasks read the lake's files under `paths`: ~32 MiB of them each."""
-    # The session's setting is a task per file (audit logs need it); the lake's files are many
-    # and small, and a task per file costs more than reading it.
-    size = sum(f.size for f in list_files(spark, paths))
-    return max(spark.sparkContext.defaultParallelism, -(-size // _TASK_BYTES))
 
 
 def _tables(spark: SparkSession, lake: str) -> DataFrame:

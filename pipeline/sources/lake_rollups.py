@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from kafka_policy_proxy.pipeline.sources.audit_events import resource, resource_type
-from kafka_policy_proxy.pipeline.sources.hadoop_files import list_files
+from kafka_policy_proxy.pipeline.sources.hadoop_files import list_files, read_tasks
 from kafka_policy_proxy.pipeline.sources.lake_layout import EVENTS, QUARANTINE
 
 HOURS = "rollup_hours"
@@ -247,7 +247,9 @@ def write_rollups(spark: SparkSession, lake: str, batch: str) -> list[Row]:
     # (a fixed population of topics) a fraction of them.
     days = _written(spark, lake, batch, TOPICS)
     if days is not None:
-        _write(by_example(days, TOPIC_KEYS, "example"), lake, batch, TOPIC_TOTALS)
+        # Small files, a date each: ~32 MiB of them per task, not a task per file.
+        tasks = read_tasks(spark, [f"{lake}/table={TOPICS}/date=*/batch={batch}"])
+        _write(by_example(days.coalesce(tasks), TOPIC_KEYS, "example"), lake, batch, TOPIC_TOTALS)
     return counts
 
 
