@@ -18,6 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from bench.report_stages import report_stages
 from harness.audit_data import bad_lines, example_cluster, generate_events, write_events
 from kafka_policy_proxy.pipeline.jobs.report import run_report
 from kafka_policy_proxy.pipeline.sources.audit_source import AuditSource
@@ -375,3 +376,13 @@ def test_a_lake_without_rollups_reports_the_same(spark: SparkSession, built: Lak
     assert {k: v for k, v in then.items() if k not in skip} == {
         k: v for k, v in now.items() if k not in skip
     }
+
+
+def test_the_report_stages_bench_times_each_stage(spark: SparkSession, built: Lake) -> None:
+    # bench/report_stages.py, whose figures docs/benchmarks.md quotes, on this lake.
+    stages = report_stages(spark, built.lake, str(built.root / "stages"))
+    rollup_stages = {f"_collect:{name}" for name in (HOURS, TOPICS, WAIVERS, BUDGETS, LINES)}
+    assert set(stages) == {"_frames", "report_facts", "report_page", "report"} | rollup_stages
+    assert all(wall >= 0 and cpu >= 0 for wall, cpu in stages.values()), stages
+    assert stages["report"][1] > 0, stages  # the CPU of the process tree was counted
+    assert (built.root / "stages" / "summary.json").is_file()
