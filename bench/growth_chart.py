@@ -11,9 +11,18 @@ from pathlib import Path
 Series = Mapping[str, Sequence[tuple[float, float]]]
 
 
-def draw(path: Path, title: str, xlabel: str, ylabel: str, series: Series, *, guide: str) -> None:
+def draw(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    series: Series,
+    *,
+    guide: str,
+    slope: float = 1.0,
+) -> None:
     """Plot each series (x, y) on log-log axes; `guide` names the series a dashed line of
-    slope 1 (linear growth) is drawn through, from its first point."""
+    `slope` (1: linear growth, 0: flat) is drawn through, from its first point."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on servers
@@ -26,11 +35,11 @@ def draw(path: Path, title: str, xlabel: str, ylabel: str, series: Series, *, gu
     xs = [x for x, _ in series[guide]]
     axis.plot(
         xs,
-        [start[1] * x / start[0] for x in xs],
+        [start[1] * (x / start[0]) ** slope for x in xs],
         linestyle="--",
         color="grey",
         linewidth=0.8,
-        label=f"linear from {guide}'s first point",
+        label=f"{'flat' if slope == 0 else 'linear'} from {guide}'s first point",
     )
     axis.set_xscale("log")
     axis.set_yscale("log")
