@@ -1,7 +1,7 @@
 """The fact cache at 1k, 10k and 100k topics: memory, lookup, a forwarded change, the collector.
 
 Usage: python -m bench.growth_fact_cache [--topics 1000,10000,100000] [--runs 5]
-                                         [--chart docs/growth-fact-cache.png]
+                                         [--requests 60000] [--chart docs/growth-fact-cache.png]
 The cache (proxy/cluster/fact_cache.py) is filled as the reader fills it
 (proxy/cluster/fetches.py): the all-topics listing (each topic's partitions and replicas, no
 configs), and every topic by name with its 35 effective configs (fresh strings, as decoded).
@@ -12,9 +12,9 @@ Per size:
 - change: µs per `invalidate(name)` (what the proxy does for each topic of a change it
   forwarded), the topic stored again between calls so the cache keeps its size;
 - collector: how long one full collection takes while the cache is held, and the µs per
-  request the automatic collections take in a loop of requests (three lookups and a few
-  short-lived objects each; one in 20 stores a topic read again), the listing read again every
-  20,000 requests, with the collector as it is and with the cache frozen out of it after each
+  request the automatic collections take in a loop of `--requests` requests (three lookups and
+  a few short-lived objects each; one in 20 stores a topic read again), the listing read again
+  three times, with the collector as it is and with the cache frozen out of it after each
   listing is stored (`gc.freeze`, as pipeline/worker_cache.py does).
 Times are CPU time, medians of `--runs`.
 """
@@ -37,8 +37,6 @@ from kafka_policy_proxy.policy.model import ConfigMap, TopicState, freeze_assign
 from kafka_policy_proxy.proxy.cluster.fact_cache import ALL_TOPICS, FactCache, name_key
 
 CONFIGS = [(f"topic.config.{i}", str(86_400_000 + i)) for i in range(35)]
-REQUESTS = 60_000
-LISTING_EVERY = 20_000
 
 
 def fresh(text: str) -> str:
@@ -133,8 +131,10 @@ class Collections:
             self.count += 1
 
 
-def requests(cache: FactCache[Any], states: tuple[TopicState, ...], freeze: bool) -> Any:
-    """µs per request spent in full collections, and how many ran, over REQUESTS requests."""
+def requests(
+    cache: FactCache[Any], states: tuple[TopicState, ...], freeze: bool, count: int
+) -> tuple[float, int]:
+    """µs per request spent in full collections, and how many ran, over `count` requests."""
     rng = random.Random(7)
     seen = Collections()
     gc.collect()
@@ -142,7 +142,8 @@ def requests(cache: FactCache[Any], states: tuple[TopicState, ...], freeze: bool
         gc.freeze()
     gc.callbacks.append(seen)
     try:
-        for i in range(REQUESTS):
+        listing_every = max(count // 3, 1)
+        for i in range(count):
             keys = [name_key(states[rng.randrange(len(states))].name) for _ in range(3)]
             found = [cache.cached(k, 1.0) for k in keys]
             context = {"keys": keys, "found": found, "verdicts": [[k] for k in keys]}
@@ -150,7 +151,7 @@ def requests(cache: FactCache[Any], states: tuple[TopicState, ...], freeze: bool
             if i % 20 == 0:
                 state = states[rng.randrange(len(states))]
                 cache.fill({name_key(state.name): named(state)}, 1.0, cache.generation)
-            if i % LISTING_EVERY == LISTING_EVERY - 1:
+            if i % listing_every == listing_every - 1:
                 cache.fill({ALL_TOPICS: (listing(len(states)), 3)}, 1.0, cache.generation)
                 if freeze:
                     gc.collect()
@@ -158,10 +159,10 @@ def requests(cache: FactCache[Any], states: tuple[TopicState, ...], freeze: bool
     finally:
         gc.callbacks.remove(seen)
         gc.unfreeze()
-    return seen.seconds / REQUESTS * 1e6, seen.count
+    return seen.seconds / count * 1e6, seen.count
 
 
-def measure(sizes: list[int], runs: int) -> list[dict[str, float]]:
+def measure(sizes: list[int], runs: int, count: int) -> list[dict[str, float]]:
     """Every figure per size (medians of `runs`)."""
     rows = []
     for topics in sizes:
@@ -175,7 +176,7 @@ def measure(sizes: list[int], runs: int) -> list[dict[str, float]]:
             samples["change"].append(changes(cache, states, min(200, topics)))
             samples["full"].append(cpu(gc.collect) * 1e3)
             for name, freeze in (("gc_as_is", False), ("gc_frozen", True)):
-                per_request, counts[name] = requests(cache, states, freeze)
+                per_request, counts[name] = requests(cache, states, freeze, count)
                 samples[name].append(per_request)
         rows.append(
             {
@@ -196,9 +197,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--topics", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=60_000)
     parser.add_argument("--chart", type=Path, default=Path("docs/growth-fact-cache.png"))
     args = parser.parse_args()
-    rows = measure([int(t) for t in args.topics.split(",")], args.runs)
+    rows = measure([int(t) for t in args.topics.split(",")], args.runs, args.requests)
     print(
         "| topics | listing B/topic | by name B/topic | lookup ns | invalidate µs "
         "| full collection ms | collector µs/request (full collections): as is | frozen |"
