@@ -8,7 +8,8 @@ are held open through the proxy's node listeners by this process (raw sockets, e
 ApiVersions and a Metadata answer), and one librdkafka producer sends single 1 KiB records,
 one in flight at a time (acks=all), direct to the brokers and through the proxy, alternating,
 `--rounds` times. Added latency is the proxy's percentile minus the direct one. The proxy's
-RSS and its CPU seconds per produced record come from /proc. The proxy needs two descriptors
+RSS, its CPU seconds per produced record, and the CPU it uses while nothing is sent (`--idle`
+seconds, before the rounds) come from /proc. The proxy needs two descriptors
 per connection: the hard RLIMIT_NOFILE here is 20,000, so the largest count is 9,500.
 """
 
@@ -20,6 +21,7 @@ import socket
 import statistics
 import struct
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,7 @@ def hold_open(ports: list[int], count: int) -> list[socket.socket]:
 
 
 def measure(
-    kafka: Any, work: Path, counts: list[int], samples: int, rounds: int
+    kafka: Any, work: Path, counts: list[int], samples: int, rounds: int, *, idle_s: float = 5.0
 ) -> list[dict[str, float]]:
     """Per count: direct and proxy p50/p99 (ms, medians over rounds), what the proxy adds,
     and the proxy's RSS and CPU per record; a proxy of its own on this bench's ports."""
@@ -84,6 +86,9 @@ def measure(
         for count in counts:
             held += hold_open(node_ports, count - 1 - len(held))
             fds = open_fds(proxy.process.pid)
+            before = cpu_seconds(proxy.process.pid)
+            time.sleep(idle_s)
+            idle_ms_per_s = (cpu_seconds(proxy.process.pid) - before) / idle_s * 1e3
             runs: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
             cpu_per_record: list[float] = []
             for _ in range(rounds):
@@ -99,6 +104,7 @@ def measure(
             row = {
                 "connections": count,
                 "proxy_fds": fds,
+                "idle_cpu_ms_per_s": idle_ms_per_s,
                 "rss_mb": rss_kib(proxy.process.pid) / 1024,
             }
             for path, values in runs.items():
@@ -121,6 +127,7 @@ def main() -> None:
     parser.add_argument("--counts", default="1,1000,9500")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU per count")
     parser.add_argument("--chart", type=Path, default=Path("docs/growth-connections.png"))
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
@@ -134,7 +141,7 @@ def main() -> None:
     )
     kafka.up(timeout=300)
     try:
-        rows = measure(kafka, work, counts, args.samples, args.rounds)
+        rows = measure(kafka, work, counts, args.samples, args.rounds, idle_s=args.idle)
     finally:
         kafka.down()
     print(
@@ -143,14 +150,15 @@ def main() -> None:
     )
     print(
         "| open connections | direct p50 | proxy p50 | added p50 | direct p99 | proxy p99 "
-        "| added p99 | proxy CPU µs/record | proxy RSS MB |"
+        "| added p99 | proxy CPU µs/record | proxy idle CPU ms/s | proxy RSS MB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['connections']:,.0f} | {r['direct_p50']:.3f} | {r['proxy_p50']:.3f} "
             f"| {r['added_p50']:+.3f} | {r['direct_p99']:.3f} | {r['proxy_p99']:.3f} "
-            f"| {r['added_p99']:+.3f} | {r['cpu_us_per_record']:.0f} | {r['rss_mb']:.1f} |"
+            f"| {r['added_p99']:+.3f} | {r['cpu_us_per_record']:.0f} "
+            f"| {r['idle_cpu_ms_per_s']:.1f} | {r['rss_mb']:.1f} |"
         )
     draw(
         args.chart,

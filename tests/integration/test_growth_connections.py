@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 def test_the_connections_bench_holds_its_connections_and_measures_both_paths(
     kafka: Any, tmp_path: Path
 ) -> None:
-    rows = measure(kafka, tmp_path, counts=[1, 41], samples=20, rounds=1)
+    rows = measure(kafka, tmp_path, counts=[1, 41], samples=20, rounds=1, idle_s=0.5)
     assert [r["connections"] for r in rows] == [1, 41]
     # Each idle connection is a client socket and a broker socket in the proxy.
     assert rows[1]["proxy_fds"] >= rows[0]["proxy_fds"] + 2 * 40
