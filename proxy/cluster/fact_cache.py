@@ -139,9 +139,8 @@ class FactCache(Generic[H]):
             self._prune_at = max(PRUNE_MIN, 2 * len(self._entries))
         for key, value in values.items():
             ttl = self.unknown_ttl_s if value is None and key[0] == "id" else self.ttl_s
-            if key == ALL_TOPICS:
-                value = self._relisted(value)
-            self._store(key, (now + ttl, value, started))
+            held = self._relisted(value) if key == ALL_TOPICS else value
+            self._store(key, (now + ttl, held, started))
         return True
 
     def _relisted(self, listing: tuple[tuple[TopicState, ...], int]) -> Any:
