@@ -11,6 +11,8 @@ one in flight at a time (acks=all), direct to the brokers and through the proxy,
 RSS, its CPU seconds per produced record, and the CPU it uses while nothing is sent (`--idle`
 seconds, before the rounds) come from /proc. The proxy needs two descriptors
 per connection: the hard RLIMIT_NOFILE here is 20,000, so the largest count is 9,500.
+`--tree DIR` runs the proxy from another checkout of the code (`git worktree add`, or a
+`git archive` of a revision), to measure a change before and after.
 """
 
 from __future__ import annotations
@@ -71,13 +73,21 @@ def hold_open(ports: list[int], count: int) -> list[socket.socket]:
 
 
 def measure(
-    kafka: Any, work: Path, counts: list[int], samples: int, rounds: int, *, idle_s: float = 5.0
+    kafka: Any,
+    work: Path,
+    counts: list[int],
+    samples: int,
+    rounds: int,
+    *,
+    idle_s: float = 5.0,
+    tree: Path | None = None,
 ) -> list[dict[str, float]]:
     """Per count: direct and proxy p50/p99 (ms, medians over rounds), what the proxy adds,
     and the proxy's RSS and CPU per record; a proxy of its own on this bench's ports."""
     limit = 2 * max(counts) + 1000
     extra = {"limits": {"max_connections": limit, "max_connections_per_listener": limit}}
-    proxy = ProxyProcess(work, kafka.bootstrap_servers, BOOTSTRAP, NODE_BASE, extra)
+    env = None if tree is None else {"PYTHONPATH": str(tree)}
+    proxy = ProxyProcess(work, kafka.bootstrap_servers, BOOTSTRAP, NODE_BASE, extra, env=env)
     node_ports = [NODE_BASE + n for n in range(1, BROKERS + 1)]
     held: list[socket.socket] = []
     rows = []
@@ -128,6 +138,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU per count")
+    parser.add_argument("--tree", type=Path, help="run the proxy from this checkout's code")
     parser.add_argument("--chart", type=Path, default=Path("docs/growth-connections.png"))
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
@@ -141,7 +152,9 @@ def main() -> None:
     )
     kafka.up(timeout=300)
     try:
-        rows = measure(kafka, work, counts, args.samples, args.rounds, idle_s=args.idle)
+        rows = measure(
+            kafka, work, counts, args.samples, args.rounds, idle_s=args.idle, tree=args.tree
+        )
     finally:
         kafka.down()
     print(
