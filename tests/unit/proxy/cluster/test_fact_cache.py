@@ -194,15 +194,3 @@ def test_a_change_drops_the_topic_wherever_it_was_stored_and_after_it_was_restor
     cache.fill({id_key(ORDERS_ID): ORDERS, name_key("orders"): ORDERS}, 1.0, cache.generation)
     cache.invalidate("orders")
     assert held(cache, 2.0) == {name_key("payments"), id_key(PAYMENTS_ID), BROKER_DEFAULTS}
-
-
-def test_a_listing_read_again_keeps_the_objects_of_the_topics_that_did_not_change() -> None:
-    cache = filled()
-    same = TopicState("orders", ORDERS_ID, partitions=1, replication_factor=1)
-    grown = TopicState("payments", PAYMENTS_ID, partitions=6, replication_factor=1)
-    cache.invalidate("payments")
-    cache.fill({ALL_TOPICS: ((same, grown), 1)}, 1.0, cache.generation)
-    hit = cache.cached(ALL_TOPICS, 2.0)
-    assert hit is not None
-    (orders, payments), _ = hit.value
-    assert orders is ORDERS and payments is grown
