@@ -12,7 +12,8 @@ RSS, its CPU seconds per produced record, and the CPU it uses while nothing is s
 seconds, before the rounds) come from /proc. The proxy needs two descriptors
 per connection: the hard RLIMIT_NOFILE here is 20,000, so the largest count is 9,500.
 `--tree DIR` runs the proxy from another checkout of the code (`git worktree add`, or a
-`git archive` of a revision), to measure a change before and after.
+`git archive` of a revision), to measure a change before and after. `--profile DIR` records
+the proxy with py-spy through each idle window (DIR/idle-COUNT.txt, collapsed stacks).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import resource
 import socket
 import statistics
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,6 +75,29 @@ def hold_open(ports: list[int], count: int) -> list[socket.socket]:
     return held
 
 
+def spy(pid: int, seconds: float, out: Path) -> None:
+    """py-spy's collapsed stacks of a process over `seconds` (idle frames left out)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    py_spy = Path(sys.executable).parent / "py-spy"
+    subprocess.run(
+        [
+            str(py_spy),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(round(seconds)),
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
 def measure(
     kafka: Any,
     work: Path,
@@ -81,6 +107,7 @@ def measure(
     *,
     idle_s: float = 5.0,
     tree: Path | None = None,
+    profile: Path | None = None,
 ) -> list[dict[str, float]]:
     """Per count: direct and proxy p50/p99 (ms, medians over rounds), what the proxy adds,
     and the proxy's RSS and CPU per record; a proxy of its own on this bench's ports."""
@@ -97,7 +124,10 @@ def measure(
             held += hold_open(node_ports, count - 1 - len(held))
             fds = open_fds(proxy.process.pid)
             before = cpu_seconds(proxy.process.pid)
-            time.sleep(idle_s)
+            if profile is None:
+                time.sleep(idle_s)
+            else:
+                spy(proxy.process.pid, idle_s, profile / f"idle-{count}.txt")
             idle_ms_per_s = (cpu_seconds(proxy.process.pid) - before) / idle_s * 1e3
             runs: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
             cpu_per_record: list[float] = []
@@ -139,6 +169,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU per count")
     parser.add_argument("--tree", type=Path, help="run the proxy from this checkout's code")
+    parser.add_argument("--profile", type=Path, help="py-spy the idle windows into this folder")
     parser.add_argument("--chart", type=Path, default=Path("docs/growth-connections.png"))
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
@@ -153,7 +184,14 @@ def main() -> None:
     kafka.up(timeout=300)
     try:
         rows = measure(
-            kafka, work, counts, args.samples, args.rounds, idle_s=args.idle, tree=args.tree
+            kafka,
+            work,
+            counts,
+            args.samples,
+            args.rounds,
+            idle_s=args.idle,
+            tree=args.tree,
+            profile=args.profile,
         )
     finally:
         kafka.down()
