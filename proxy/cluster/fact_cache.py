@@ -69,10 +69,11 @@ class FactCache(Generic[H]):
         self.unknown_ttl_s = ttl_s if unknown_ttl_s is None else min(ttl_s, unknown_ttl_s)
         # key -> (expiry, value, when its read began; -inf for what the proxy stored itself)
         self._entries: dict[Key, tuple[float, Any, float]] = {}
-        # The keys whose value is a TopicState, by its name and by str(topic_id); the id keys
-        # holding None. Kept by _store and _drop, so they hold exactly what _entries does.
-        self._by_name: dict[str, set[Key]] = {}
-        self._by_id: dict[str, set[Key]] = {}
+        # The keys whose value is a TopicState, by its name and by str(topic_id) (when it has
+        # one); the id keys holding None. Kept by _store and _drop, so they hold exactly what
+        # _entries does. (Tuples: a topic is held under one to three keys; a set costs 216 B.)
+        self._by_name: dict[str, tuple[Key, ...]] = {}
+        self._by_id: dict[str, tuple[Key, ...]] = {}
         self._unknown_ids: set[Key] = set()
         self._reading: dict[Key, tuple[H, float]] = {}
         self._prune_at = PRUNE_MIN
@@ -222,8 +223,9 @@ class FactCache(Generic[H]):
         self._entries[key] = entry
         value = entry[1]
         if isinstance(value, TopicState):
-            self._by_name.setdefault(value.name, set()).add(key)
-            self._by_id.setdefault(str(value.topic_id), set()).add(key)
+            _index(self._by_name, value.name, key)
+            if value.topic_id is not None:
+                _index(self._by_id, str(value.topic_id), key)
         elif value is None and key[0] == "id":
             self._unknown_ids.add(key)
 
@@ -235,14 +237,19 @@ class FactCache(Generic[H]):
         value = entry[1]
         if isinstance(value, TopicState):
             _unindex(self._by_name, value.name, key)
-            _unindex(self._by_id, str(value.topic_id), key)
+            if value.topic_id is not None:
+                _unindex(self._by_id, str(value.topic_id), key)
         else:
             self._unknown_ids.discard(key)
 
 
-def _unindex(index: dict[str, set[Key]], at: str, key: Key) -> None:
-    keys = index.get(at)
-    if keys is not None:
-        keys.discard(key)
-        if not keys:
-            del index[at]
+def _index(index: dict[str, tuple[Key, ...]], at: str, key: Key) -> None:
+    index[at] = (*index.get(at, ()), key)
+
+
+def _unindex(index: dict[str, tuple[Key, ...]], at: str, key: Key) -> None:
+    keys = tuple(k for k in index.get(at, ()) if k != key)
+    if keys:
+        index[at] = keys
+    else:
+        index.pop(at, None)
