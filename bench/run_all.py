@@ -16,6 +16,10 @@ BENCHES = [
     "connections",
     "snapshot_bench",
     "decision_id_bench",
+    "growth_metadata",
+    "growth_fact_cache",
+    "growth_judge",
+    "growth_connections",
 ]
 
 

@@ -89,10 +89,10 @@ def _metadata(api_version: int, body: bytes) -> BrokerAddresses:
 
     def render(endpoint: Endpoint) -> bytes:
         out = io.BytesIO()
-        out.write(body[:start])
         writer(out, tuple(_moved(b, endpoint(int(b.node_id))) for b in brokers))
-        out.write(body[end:])
-        return out.getvalue()
+        # One copy of the topics, however many (a view until the join).
+        with memoryview(body) as view:
+            return b"".join((view[:start], out.getbuffer(), view[end:]))
 
     return BrokerAddresses(nodes, render)
 

@@ -9,9 +9,9 @@ Buffer = bytes | memoryview
 
 
 def framed(*parts: Buffer) -> bytes:
-    """Join parts behind a 4-byte size prefix."""
-    body = b"".join(parts)
-    return len(body).to_bytes(SIZE, "big") + body
+    """Join parts behind a 4-byte size prefix (in one copy: frames can be megabytes)."""
+    size = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
+    return b"".join((size.to_bytes(SIZE, "big"), *parts))
 
 
 class FrameSplitter:

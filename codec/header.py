@@ -6,6 +6,7 @@ import struct
 from dataclasses import dataclass
 
 from kafka_policy_proxy.codec.errors import CodecError
+from kafka_policy_proxy.codec.framing import Buffer
 from kafka_policy_proxy.codec.registry import is_flexible
 
 _HEADER = struct.Struct(">hhih")
@@ -52,7 +53,7 @@ def request_body_offset(frame: bytes, header: RequestHeader) -> int:
     return skip_tagged_fields(frame, header.client_id_end, header.api_key, header.api_version)
 
 
-def response_header_size(frame: bytes, api_key: int, api_version: int) -> int:
+def response_header_size(frame: Buffer, api_key: int, api_version: int) -> int:
     """Return the size of a response header (v0, or v1 with tags; ApiVersions is always v0)."""
     if api_key == API_VERSIONS or not is_flexible(api_key, api_version):
         return 4
@@ -68,7 +69,7 @@ def response_header(correlation_id: int, api_key: int, api_version: int) -> byte
 
 
 def read_uvarint(
-    data: bytes, pos: int, api_key: int = -1, api_version: int = -1
+    data: Buffer, pos: int, api_key: int = -1, api_version: int = -1
 ) -> tuple[int, int]:
     """Read an unsigned varint at pos; return (value, position after it)."""
     value = 0
@@ -86,7 +87,7 @@ def read_uvarint(
             raise CodecError(api_key, api_version, "varint is longer than 5 bytes")
 
 
-def skip_tagged_fields(data: bytes, pos: int, api_key: int, api_version: int) -> int:
+def skip_tagged_fields(data: Buffer, pos: int, api_key: int, api_version: int) -> int:
     """Skip a tagged-field section at pos; return the position after it."""
     count, pos = read_uvarint(data, pos, api_key, api_version)
     for _ in range(count):

@@ -410,13 +410,15 @@ class Conversation:
             self._flush()
             return
         try:
-            inner = bytes(frame[SIZE:])
+            # The body is copied once, for the hook (kio reads bytes): a large Metadata
+            # answer costs page faults per copy (docs/benchmarks.md, growth curves).
+            inner = memoryview(frame)[SIZE:]
             size = response_header_size(inner, owed.api_key, owed.api_version)
-            result = owed.hook(inner[size:])
+            result = owed.hook(bytes(inner[size:]))
         except (CodecError, ValueError) as exc:
             self._close("cannot rewrite broker response", detail=str(exc))
             return
-        owed.header = inner[:size]
+        owed.header = bytes(inner[:size])
         if isinstance(result, bytes | WithPrincipal):
             self._fill(owed, result)
         else:

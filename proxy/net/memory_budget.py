@@ -70,6 +70,9 @@ class MemoryBudget:
         self._clock = clock
         # For each member: what it held when last seen to change, and since when.
         self._members: dict[Member, tuple[int, float]] = {}
+        # The members holding something: only their write buffers can drain unseen, so only
+        # they are recounted (10,000 idle connections cost the periodic check nothing).
+        self._holding: set[Member] = set()
         self._paused: set[Member] = set()
 
     @property
@@ -89,10 +92,18 @@ class MemoryBudget:
             _PAUSED.dec()
         self.charge(member, -member.held)
         member.held = 0
+        self._holding.discard(member)
 
     def charge(self, member: Member, delta: int) -> None:
         """A connection now holds `delta` bytes more (or fewer, if negative)."""
         self.used += delta
+        if member.held:
+            self._holding.add(member)
+        elif member in self._holding:
+            self._holding.discard(member)
+            if member in self._members:
+                # Holding nothing: when it holds again, its stall clock starts afresh.
+                self._members[member] = (0, 0.0)
         if delta > 0:
             if self.used >= self.limit:
                 self._relieve(member)
@@ -102,12 +113,16 @@ class MemoryBudget:
     def check(self) -> None:
         """Recount every connection; under pressure, close the ones that stall (call it often)."""
         now = self._clock()
-        for member in list(self._members):
+        for member in list(self._holding):
             member.recount()
         pressure = bool(self._paused) or self.used >= self.limit
         stalled = []
-        for member, (seen, since) in self._members.items():
-            if member.held != seen or not member.held:
+        for member in self._holding:
+            entry = self._members.get(member)
+            if entry is None:
+                continue
+            seen, since = entry
+            if member.held != seen:
                 self._members[member] = (member.held, now)
             elif pressure and now - since >= self.stall_timeout_s:
                 stalled.append((member, now - since))

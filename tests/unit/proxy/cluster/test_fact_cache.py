@@ -181,3 +181,16 @@ def test_an_unknown_id_is_kept_briefly_and_dropped_by_any_forwarded_change() -> 
     cache.fill({id_key(unknown): None}, 3.0, cache.generation)
     cache.invalidate("created.by.this.proxy")
     assert not cache.unknown_id(unknown, 3.5)
+
+
+def test_a_change_drops_the_topic_wherever_it_was_stored_and_after_it_was_restored() -> None:
+    # The entries a change drops are found through indexes kept as entries come and go.
+    cache = filled()
+    renamed = TopicState("orders-v2", ORDERS_ID, partitions=1, replication_factor=1)
+    cache.fill({id_key(ORDERS_ID): renamed}, 0.0, cache.generation)  # the id now names another
+    cache.deleted(None, ORDERS_ID, 0.0)  # by id: whatever holds that id goes
+    assert cache.cached(id_key(ORDERS_ID), 1.0) == Hit(None)
+    assert cache.cached(name_key("orders"), 1.0) is None
+    cache.fill({id_key(ORDERS_ID): ORDERS, name_key("orders"): ORDERS}, 1.0, cache.generation)
+    cache.invalidate("orders")
+    assert held(cache, 2.0) == {name_key("payments"), id_key(PAYMENTS_ID), BROKER_DEFAULTS}
