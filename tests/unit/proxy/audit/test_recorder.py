@@ -139,12 +139,13 @@ async def test_a_request_over_the_threshold_writes_one_summary_record_and_one_lo
     ctx = context(CREATE_TOPICS, 7, principal="User:alice")
     with capture_logs() as logs:
         each = bounded.record(ctx, "rev", _verdicts(100))
-    assert len(sink.records) == 100 and len(logs) == 100  # up to the threshold: one per topic
-    assert (
-        list(each.ids)
-        == [r["decision_id"] for r in sink.records]
-        == [line["decision_id"] for line in logs]
-    )
+    assert len(sink.records) == 100  # up to the threshold: one record per topic
+    assert list(each.ids) == [r["decision_id"] for r in sink.records]
+    # ... and one log line for the request: the count, the first 20 topics with their ids.
+    [line] = logs
+    assert (line["event"], line["topics"], line["rules"]) == ("policy denied", 100, {"small": 100})
+    assert line["sample"] == [f"b.{i}" for i in range(20)]
+    assert line["decision_ids"] == list(each.ids[:20])
     assert list(each.ids) == sorted(set(each.ids))  # distinct, and in the order minted
     sink.records.clear()
     with capture_logs() as logs:
