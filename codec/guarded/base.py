@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 from kio.schema.errors import ErrorCode
 
 from kafka_policy_proxy.codec.byte_ranges import array_layout
+from kafka_policy_proxy.codec.entity_encoder import encode_entity
 from kafka_policy_proxy.codec.kio_introspect import EntityTupleField, classify_field
 from kafka_policy_proxy.codec.prescan import decode_untrusted
 from kafka_policy_proxy.codec.registry import encode, known_versions, request_class, response_class
@@ -290,7 +291,7 @@ class GuardedApi(ABC):
         spans, rewritten = layout.elements, plan.rewritten
         view = memoryview(data)
         parts = [
-            encode(rewritten[i]) if i in rewritten else view[spans[i][0] : spans[i][1]]
+            encode_entity(rewritten[i]) if i in rewritten else view[spans[i][0] : spans[i][1]]
             for i in plan.kept
         ]
         return layout.with_elements(parts)
@@ -307,7 +308,7 @@ class GuardedApi(ABC):
         keys = [self.result_keys(_Fields(fields)) for fields in layout.keys]
         spans, view = layout.elements, memoryview(body)
         parts = [
-            view[spans[item][0] : spans[item][1]] if isinstance(item, int) else encode(item)
+            view[spans[item][0] : spans[item][1]] if isinstance(item, int) else encode_entity(item)
             for item in _arranged(plan.slots, keys)
         ]
         return layout.with_elements(parts)

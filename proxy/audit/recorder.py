@@ -157,6 +157,7 @@ class DecisionRecorder:
         written: Written = []
         minted: list[str | None] = []
         logged = _Logged()
+        counts = _Counts(ctx)
         for verdict in verdicts:
             decision, request = verdict.decision, verdict.request
             if decision is None:
@@ -165,7 +166,7 @@ class DecisionRecorder:
             decision_id = new_decision_id()
             minted.append(decision_id)
             result = outcome(decision)
-            rule = _count(ctx, request.action.value, result, decision.violations)
+            rule = counts.add(request.action.value, result, decision.violations)
             if result is not Outcome.ALLOWED:
                 logged.add(result, decision.topic, decision_id, rule)
             if decision.waived:
@@ -193,6 +194,7 @@ class DecisionRecorder:
                 original = verdict.original
                 record = decision_record(original or request, decision, stamp, request)
                 self._write(record, written, ctx, request.principal.name)
+        counts.flush()
         if logged.outcomes:
             first = verdicts[0].request
             logged.log(ctx, first.principal.name, first.action.value, self._sample_size)
@@ -206,13 +208,16 @@ class DecisionRecorder:
         decision_id = new_decision_id()
         decisions = []
         overridden = 0
+        counts = _Counts(ctx)
         for verdict in decided:
             decision = verdict.decision
             assert decision is not None
             decisions.append(decision)
             overridden += bool(decision.overrides)
-            count_waivers(w.exception for w in decision.waived)
-            _count(ctx, verdict.request.action.value, outcome(decision), decision.violations)
+            if decision.waived:
+                count_waivers(w.exception for w in decision.waived)
+            counts.add(verdict.request.action.value, outcome(decision), decision.violations)
+        counts.flush()
         first = decided[0].original or decided[0].request
         summary = summarise(decisions, self._sample_size)
         if summary.decision is not Outcome.ALLOWED or overridden:
@@ -341,16 +346,49 @@ class _Logged:
             )
 
 
+class _Counts:
+    """The decision counter's increments for one request, added up and applied once per label
+    set (a 1,000-topic batch has a few), not once per decision."""
+
+    __slots__ = ("_added", "_api")
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self._api = api_name(ctx.header.api_key)
+        self._added: dict[tuple[str, Outcome, str], int] = {}
+
+    def add(self, action: str, result: Outcome, violations: Sequence[Violation]) -> str:
+        """One decision, under the rule that decided it (the first that denied; "" for none),
+        which is returned."""
+        rule = _deciding_rule(result, violations)
+        key = (action, result, rule)
+        self._added[key] = self._added.get(key, 0) + 1
+        return rule
+
+    def flush(self) -> None:
+        """Apply what was added."""
+        for (action, result, rule), count in self._added.items():
+            _decisions(self._api, action, result.value.replace("-", "_"), rule).inc(count)
+        self._added.clear()
+
+
+def _deciding_rule(result: Outcome, violations: Sequence[Violation]) -> str:
+    if not violations:
+        return ""
+    if result is Outcome.DENIED:
+        for violation in violations:
+            if violation.mode is Mode.ENFORCE:
+                return violation.rule
+        return ""
+    return violations[0].rule
+
+
 def _count(
     ctx: RequestContext, action: str, result: Outcome, violations: Sequence[Violation]
-) -> str:
-    """Count the decision under the rule that decided it (the first that denied; "" for
-    none), and return that rule."""
-    enforced = [v.rule for v in violations if v.mode is Mode.ENFORCE]
-    rules = enforced if result is Outcome.DENIED else [v.rule for v in violations]
-    rule = rules[0] if rules else ""
-    _decisions(api_name(ctx.header.api_key), action, result.value.replace("-", "_"), rule).inc()
-    return rule
+) -> None:
+    """Count one decision under the rule that decided it."""
+    counts = _Counts(ctx)
+    counts.add(action, result, violations)
+    counts.flush()
 
 
 # The counter's child per label set, looked up once: a 1,000-topic batch counts 1,000 times.
