@@ -1,6 +1,7 @@
 """Where a 1,000-topic CreateTopics goes in process: the topic policy filter and its hook.
 
 Run: .venv/bin/python -m bench.admin_stages [--runs 15] [--topics 1000] [--total-only]
+                                           [--compare TREE --rounds N]
 `TopicPolicyFilter.on_request` and its response hook, as the proxy runs them, on a
 CreateTopics v7 validate_only request of `--topics` topics (3 partitions, RF 3,
 min.insync.replicas=2; every other name breaks examples/policy.yaml's naming rule), the
@@ -9,6 +10,9 @@ as a Kafka 4.1 broker's is (each result with the topic's 38 effective configs, a
 Each stage is the time spent in the functions the filter calls for it (wrapped here); the
 figures are medians of `--runs` runs in CPU time. `--total-only` prints one line, whole-path
 medians only, and wraps nothing, so that it runs on an older tree too (PYTHONPATH=tree).
+`--compare TREE` runs `--total-only` in subprocesses, `--rounds` times, alternating between
+this tree and TREE (e.g. the previous commit's, extracted with `git archive`), and prints each
+tree's median of the round medians.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ import asyncio
 import gc
 import importlib
 import logging
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Collection
@@ -172,7 +179,8 @@ def filter_under_test() -> TopicPolicyFilter:
     """The filter over examples/policy.yaml, a 3-broker cluster in memory, no audit sink."""
     path = ROOT / "examples" / "policy.yaml"
     policy = load_policy(path.read_text(), str(path), base_dir=path.parent)
-    defaults = ConfigMap({"min.insync.replicas": "1", "retention.ms": "604800000"})
+    # The broker's defaults as the cluster-state reader holds them: every topic config.
+    defaults = ConfigMap({**TOPIC_CONFIGS, "min.insync.replicas": "1"})
     cluster = InMemoryCluster(brokers=3, defaults=defaults)
     facts = LiveFacts(MemoryReader(cluster), ())  # type: ignore[arg-type]
     recorder = DecisionRecorder([], proxy_id="bench", cluster_id=lambda: "c1")
@@ -185,11 +193,13 @@ def context(frame: bytes) -> RequestContext:
     return RequestContext(1, "bootstrap", "10.0.0.7:50000", "User:alice", header, frame)
 
 
-def one_pass(flt: TopicPolicyFilter, frame: bytes, answer: bytes) -> tuple[float, bytes]:
+def one_pass(
+    loop: asyncio.AbstractEventLoop, flt: TopicPolicyFilter, frame: bytes, answer: bytes
+) -> tuple[float, bytes]:
     """CPU seconds for on_request plus the hook on the broker's answer; the client's answer."""
     ctx = context(frame)
     start = time.process_time()
-    verdict = asyncio.run(flt.on_request(ctx))
+    verdict = loop.run_until_complete(flt.on_request(ctx))
     merged = verdict.hook(answer)
     return time.process_time() - start, merged
 
@@ -247,7 +257,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--total-only", action="store_true")
+    parser.add_argument("--compare", type=Path, help="another tree, timed in turn with this one")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    if args.compare is not None:
+        compare(args)
+        return
     # Log lines go nowhere, but they are rendered as the proxy renders them.
     structlog.configure(
         processors=[structlog.processors.JSONRenderer()],
@@ -262,13 +277,14 @@ def main() -> None:
     if not args.total_only:
         for owner, attr, label in stage_points():
             stages.wrap(owner, attr, label)
-    one_pass(flt, frame, answer)  # warm the caches the codecs build once
+    loop = asyncio.new_event_loop()
+    one_pass(loop, flt, frame, answer)  # warm the caches the codecs build once
     totals: list[float] = []
     per_stage: dict[str, list[float]] = defaultdict(list)
     for _ in range(args.runs):
         stages.spent.clear()
         gc.collect()
-        spent, merged = one_pass(flt, frame, answer)
+        spent, merged = one_pass(loop, flt, frame, answer)
         totals.append(spent)
         for label, seconds in stages.spent.items():
             per_stage[label].append(seconds)
@@ -280,6 +296,22 @@ def main() -> None:
         print(f"| {label} | {statistics.median(values) * 1000:.1f} |")
     accounted = sum(statistics.median(v) for v in per_stage.values())
     print(f"| the rest | {(statistics.median(totals) - accounted) * 1000:.1f} |")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """This tree and another, timed in alternating subprocesses: each one's median."""
+    trees = {"this tree": ROOT, str(args.compare): args.compare.resolve()}
+    totals: dict[str, list[float]] = {name: [] for name in trees}
+    script = Path(__file__).resolve()
+    for round_ in range(args.rounds):
+        for name, tree in list(trees.items())[:: 1 if round_ % 2 == 0 else -1]:
+            command = [sys.executable, str(script), "--total-only", "--runs", str(args.runs)]
+            command += ["--topics", str(args.topics)]
+            env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            totals[name].append(float(out.stdout.split()[2]))
+    for name, values in totals.items():
+        print(f"{name}: {statistics.median(values):.1f} ms (rounds: {values})")
 
 
 if __name__ == "__main__":
