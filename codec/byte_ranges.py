@@ -102,6 +102,8 @@ def array_layout(
     `capture` names fields of the array's elements (strings, ints, uuids) to decode per
     element; the array must be one of entities if any are named.
     """
+    if not isinstance(data, bytes):
+        data = bytes(data)  # slices of it are decoded as strings
     key = (cls, field_name, capture, exact)
     walk = _walks.get(key)
     if walk is None:
