@@ -1,22 +1,30 @@
 """Admin request latency, direct and through the enforcing proxy (examples/policy.yaml), one run.
 
-Usage: python -m bench.admin_latency [--samples N] [--baseline TREE]
-Starts its own cluster (ports 24092+) and proxy (24400+); requests go over one raw connection
-each (harness/wire.py), so client overhead is the same on both paths. `--baseline TREE` also
-runs the proxy of another checkout (ports 24600+) with the same policy, in the same rotation.
+Usage: python -m bench.admin_latency [--samples N] [--batches N] [--baseline TREE]
+                                    [--port-base P] [--profile FILE]
+Starts its own cluster (ports P..P+69, P = 24092 unless given) and proxy (P+70..P+73);
+requests go over one raw connection each (harness/wire.py), so client overhead is the same on
+both paths. `--baseline TREE` also runs the proxy of another checkout (P+80..P+83) with the
+same policy, in the same rotation. `--profile FILE` samples this proxy with py-spy during the
+1,000-topic batches (raw folded stacks).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.throughput import baseline_proxy
 from harness.local_kafka import LocalKafka
 from harness.messages import build
 from harness.proxy_process import ProxyProcess
@@ -24,6 +32,8 @@ from harness.wire import WireClient
 from kafka_policy_proxy.codec.registry import request_class
 
 REPO = Path(__file__).resolve().parents[1]
+# Each kind of broker listener takes a block of this many ports (3 brokers need 3 of them).
+PORT_STRIDE = 10
 
 
 def create_request(names: list[str], validate_only: bool) -> Any:
@@ -78,10 +88,14 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--baseline", type=Path, help="a checkout whose proxy runs alongside")
+    parser.add_argument("--port-base", type=int, default=24092)
+    parser.add_argument("--profile", type=Path, help="py-spy's raw stacks of the proxy, batches")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kpp-admin-bench-"))
     args.work = work
-    kafka = LocalKafka(work / "cluster", brokers=3, port_base=24092)
+    kafka = LocalKafka(
+        work / "cluster", brokers=3, port_base=args.port_base, port_stride=PORT_STRIDE
+    )
     kafka.up(timeout=180)
     try:
         run(kafka, args)
@@ -92,10 +106,18 @@ def main() -> None:
 def run(kafka: Any, args: argparse.Namespace) -> None:
     """Measure with a proxy in front of the running cluster."""
     policy = {"policy": {"file": str(REPO / "examples" / "policy.yaml")}}
-    proxies = {"proxy": ProxyProcess(args.work, kafka.bootstrap_servers, 24400, 24500, policy)}
+    proxy_port = args.port_base + 7 * PORT_STRIDE
+    proxies = {
+        "proxy": ProxyProcess(args.work, kafka.bootstrap_servers, proxy_port, proxy_port, policy)
+    }
     if args.baseline is not None:
-        proxies["baseline"] = baseline_proxy(
-            args.work, kafka.bootstrap_servers, args.baseline, 24600, policy
+        # The other checkout's proxy, run from this venv with that tree first on the path.
+        workdir = args.work / "baseline"
+        workdir.mkdir()
+        env = {"PYTHONPATH": str(args.baseline.resolve())}
+        port = proxy_port + 10
+        proxies["baseline"] = ProxyProcess(
+            workdir, kafka.bootstrap_servers, port, port, policy, env=env
         )
     host, port = kafka.bootstrap_servers.split(",")[0].split(":")
     paths = {"direct": WireClient(host, int(port), timeout=120)}
@@ -132,34 +154,87 @@ def run(kafka: Any, args: argparse.Namespace) -> None:
                     codes = [r.error_code.value for r in results_of]
                     assert codes == [0], (name, label, codes)
                     results[name].setdefault(label, []).append(ms)
-        for b in range(args.batches):
-            names = [f"bench.b{b}-{n}" if n % 2 else f"Bench_B{b}_{n}" for n in range(1000)]
-            for name, client in rotated(paths, b):
-                ms, response = timed(client, create_request(names, validate_only=True))
-                errors = sum(1 for t in response.topics if t.error_code.value == 44)
-                assert errors == (0 if name == "direct" else 500), errors
-                label = "CreateTopics validate_only, 1,000 topics, half denied by the proxy"
-                results[name].setdefault(label, []).append(ms)
+        with sampled(proxies["proxy"].process.pid, args.profile):
+            pids = {name: proxy.process.pid for name, proxy in proxies.items()}
+            batches(paths, args.batches, results, pids)
     finally:
         for client in paths.values():
             client.close()
         for proxy in proxies.values():
             proxy.stop()
+    report(results, list(proxies))
+
+
+@contextmanager
+def sampled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy records the process (the thread holding the GIL: where its CPU goes) while the
+    block runs (nothing if `out` is None)."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).parent / "py-spy"
+    command = [str(spy), "record", "--pid", str(pid), "-r", "200", "--gil", "-f", "raw"]
+    command += ["-o", str(out)]
+    recorder = subprocess.Popen(command)
+    time.sleep(1)  # py-spy attaches before the first batch
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(60)
+
+
+def batches(
+    paths: dict[str, WireClient],
+    count: int,
+    results: dict[str, dict[str, list[float]]],
+    pids: dict[str, int],
+) -> None:
+    """The 1,000-topic CreateTopics, half denied, on every path in turn; each proxy's CPU
+    time per batch is printed (the mean: the kernel counts in 10 ms ticks), which a busy
+    machine moves far less than latency."""
+    label = "CreateTopics validate_only, 1,000 topics, half denied by the proxy"
+    cpu = dict.fromkeys(pids, 0.0)
+    for b in range(count):
+        names = [f"bench.b{b}-{n}" if n % 2 else f"Bench_B{b}_{n}" for n in range(1000)]
+        for name, client in rotated(paths, b):
+            before = cpu_seconds(pids[name]) if name in pids else 0.0
+            ms, response = timed(client, create_request(names, validate_only=True))
+            if name in pids:
+                cpu[name] += cpu_seconds(pids[name]) - before
+            errors = sum(1 for t in response.topics if t.error_code.value == 44)
+            assert errors == (0 if name == "direct" else 500), errors
+            results[name].setdefault(label, []).append(ms)
+    for name, seconds in cpu.items():
+        print(f"{name}: {seconds / max(count, 1) * 1000:.1f} ms CPU per batch (mean of {count})")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def report(results: dict[str, dict[str, list[float]]], proxies: list[str]) -> None:
+    """One Markdown table: each path's p50 and what each proxy adds to direct's."""
+    head = "| request | direct p50 ms |"
     for name in proxies:
-        print(f"\n{name}:")
-        print(
-            f"| request | direct p50 ms | {name} p50 ms | added p50 ms | direct p99 ms "
-            f"| {name} p99 ms |"
-        )
-        print("|---|---|---|---|---|---|")
-        for label in results["direct"]:
-            d, p = results["direct"][label], results[name][label]
-            q = [statistics.quantiles(x, n=100) for x in (d, p)] if len(d) >= 100 else None
-            p99 = f"{q[0][98]:.2f} | {q[1][98]:.2f}" if q else "n/a | n/a"
-            print(
-                f"| {label} | {statistics.median(d):.2f} | {statistics.median(p):.2f} | "
-                f"+{statistics.median(p) - statistics.median(d):.2f} | {p99} |"
-            )
+        head += f" {name} p50 ms | {name} added p50 ms |"
+    head += " direct p99 ms | proxy p99 ms |"
+    print(head)
+    print("|---" * head.count(" |") + "|")
+    for label, direct in results["direct"].items():
+        d = statistics.median(direct)
+        row = f"| {label} | {d:.2f} |"
+        for name in proxies:
+            p = statistics.median(results[name][label])
+            row += f" {p:.2f} | {p - d:+.2f} |"
+        if len(direct) >= 100:
+            q = [statistics.quantiles(x, n=100)[98] for x in (direct, results["proxy"][label])]
+            row += f" {q[0]:.2f} | {q[1]:.2f} |"
+        else:
+            row += " n/a | n/a |"
+        print(row)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from importlib.metadata import version
 KIO_VERSION = version("kio")
 
 try:
+    from kio.serial._implicit_defaults import get_tagged_field_default
     from kio.serial._introspect import (
         EntityField,
         EntityTupleField,
@@ -24,7 +25,7 @@ try:
 except ImportError as exc:
     raise ImportError(
         f"kio {KIO_VERSION} no longer provides what codec/kio_introspect.py imports from "
-        f"kio.serial._introspect ({exc}); it was written against kio 0.6.5"
+        f"kio.serial ({exc}); it was written against kio 0.6.5"
     ) from exc
 
 __all__ = [
@@ -34,5 +35,6 @@ __all__ = [
     "PrimitiveTupleField",
     "classify_field",
     "get_field_tag",
+    "get_tagged_field_default",
     "is_optional",
 ]

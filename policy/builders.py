@@ -55,22 +55,20 @@ def create_request(
     explicit = bool(frozen)
     if explicit:
         partitions, replication_factor = len(frozen), len(frozen[0][1])
+    changes = tuple(ConfigChange(n, ConfigOp.SET, v) for n, v in configs)
+    # What `_with_facts` makes of a create, built once (a 1,000-topic batch builds 1,000).
     requested = RequestedState(
-        partitions=None if partitions < 0 else partitions,
-        replication_factor=None if replication_factor < 0 else replication_factor,
-        assignment=frozen,
-        generated_assignment=not explicit,
-        changes=tuple(ConfigChange(n, ConfigOp.SET, v) for n, v in configs),
-        config_source=ConfigSource.CREATE,
+        partitions if partitions >= 0 else _default_int(defaults, DEFAULT_PARTITIONS_KEY),
+        replication_factor
+        if replication_factor >= 0
+        else _default_int(defaults, DEFAULT_REPLICATION_KEY),
+        frozen,
+        not explicit,
+        apply_create(changes, _topic_defaults(defaults)),
+        changes,
+        ConfigSource.CREATE,
     )
-    request = TopicRequest(
-        topic=topic,
-        action=Action.CREATE,
-        principal=principal,
-        validate_only=validate_only,
-        requested=requested,
-    )
-    return _with_facts(request, None, defaults)
+    return TopicRequest(topic, Action.CREATE, principal, None, None, validate_only, requested)
 
 
 def alter_configs_request(

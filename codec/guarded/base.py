@@ -35,6 +35,8 @@ from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
+from kafka_policy_proxy.codec.byte_ranges import array_layout
+from kafka_policy_proxy.codec.entity_encoder import encode_entity
 from kafka_policy_proxy.codec.kio_introspect import EntityTupleField, classify_field
 from kafka_policy_proxy.codec.prescan import decode_untrusted
 from kafka_policy_proxy.codec.registry import encode, known_versions, request_class, response_class
@@ -90,6 +92,10 @@ class SplitPlan:
     slots: tuple[Slot, ...]
     # index -> reason for entries answered without the broker for protocol reasons, not policy.
     refused: Mapping[int, str]
+    # The entries forwarded, by index in request order, and those the policy rewrote (index ->
+    # the entry as rewritten): `forward` is the request with exactly these entries.
+    kept: tuple[int, ...] = ()
+    rewritten: Mapping[int, Any] = dataclasses.field(default_factory=dict)
 
 
 # Picks (error code, message or None) for the class that holds a result's error fields.
@@ -193,8 +199,12 @@ class GuardedApi(ABC):
         if not expanded and not refused:
             none: Mapping[int, str] = MappingProxyType({})
             slots = tuple(Slot(key) for key in keys)
-            forward = self._rewritten(request, entries, range(len(entries)), rewrites)
-            return SplitPlan(self.api_key, version, request, forward, none, slots, none)
+            everything = tuple(range(len(entries)))
+            rewritten = self._entries_rewritten(entries, everything, rewrites)
+            forward = self._rewritten(request, entries, everything, rewritten)
+            return SplitPlan(
+                self.api_key, version, request, forward, none, slots, none, everything, rewritten
+            )
 
         def deny(denial: Denial) -> ErrorChoice:
             if denial.error_code is None:
@@ -226,17 +236,28 @@ class GuardedApi(ABC):
                 group = [self.resolved(entries[i], expanded.get(i)) for i in copies[key]]
                 slot_list.append(Slot(key, self.synthetic(result_cls, group, error)))
 
-        kept = [i for i in range(len(entries)) if i not in answered]
+        kept = tuple(i for i in range(len(entries)) if i not in answered)
+        rewritten = self._entries_rewritten(entries, kept, rewrites)
         return SplitPlan(
             api_key=self.api_key,
             api_version=version,
             request=request,
-            forward=self._rewritten(request, entries, kept, rewrites, reduced=True)
+            forward=self._rewritten(request, entries, kept, rewritten, reduced=True)
             if kept
             else None,
             denied=MappingProxyType({i: d.message for i, d in expanded.items()}),
             slots=tuple(slot_list),
             refused=MappingProxyType(refused),
+            kept=kept,
+            rewritten=rewritten,
+        )
+
+    def _entries_rewritten(
+        self, entries: Sequence[Any], kept: Sequence[int], rewrites: Mapping[int, Rewrite]
+    ) -> Mapping[int, Any]:
+        """The kept entries the policy rewrote, as rewritten (index -> entry)."""
+        return MappingProxyType(
+            {i: self.rewrite(entries[i], rewrites[i]) for i in kept if i in rewrites}
         )
 
     def _rewritten(
@@ -244,16 +265,53 @@ class GuardedApi(ABC):
         request: Any,
         entries: Sequence[Any],
         kept: Sequence[int],
-        rewrites: Mapping[int, Rewrite],
+        rewritten: Mapping[int, Any],
         reduced: bool = False,
     ) -> Any:
         """The request to forward: the kept entries, each rewritten where the policy said so."""
-        if not reduced and not any(i in rewrites for i in kept):
+        if not reduced and not rewritten:
             return request
-        chosen = tuple(
-            self.rewrite(entries[i], rewrites[i]) if i in rewrites else entries[i] for i in kept
-        )
-        return self.with_entries(request, chosen)
+        return self.with_entries(request, tuple(rewritten.get(i, entries[i]) for i in kept))
+
+    def forward_body(self, plan: SplitPlan, data: bytes, offset: int) -> bytes:
+        """The body of `plan.forward`, for the request whose body is data[offset:].
+
+        The kept entries' own bytes (each rewritten one encoded by kio) between the request's
+        other fields, where those bytes are exactly kio's encoding of what was decoded and
+        judged (`codec/byte_ranges.py`); otherwise kio's encoding of the whole of
+        `plan.forward`. Both are the same bytes: tests/unit/codec/test_byte_ranges.py.
+        """
+        if plan.forward is None:
+            raise ValueError("nothing of this request is forwarded")
+        cls = request_class(self.api_key, plan.api_version)
+        field = self.entries_field_of(plan.request)
+        layout = array_layout(cls, field, data, offset)
+        if layout is None or len(layout.elements) != len(self.entries(plan.request)):
+            return encode(plan.forward)
+        spans, rewritten = layout.elements, plan.rewritten
+        view = memoryview(data)
+        parts = [
+            encode_entity(rewritten[i]) if i in rewritten else view[spans[i][0] : spans[i][1]]
+            for i in plan.kept
+        ]
+        return layout.with_elements(parts)
+
+    def merge_body(self, plan: SplitPlan, body: bytes) -> bytes:
+        """The client's response body from the broker's (`body`): as `merge` builds it, but
+        with the broker's results passed on as their own bytes, not decoded and re-encoded;
+        `merge` itself where the answer cannot be walked (it then raises CodecError)."""
+        cls = response_class(self.api_key, plan.api_version)
+        capture = _key_fields(cls, self.results_field, self.result_key_fields)
+        layout = array_layout(cls, self.results_field, body, capture=capture, exact=False)
+        if layout is None:
+            return self.merge(plan, self.decode_response(plan.api_version, body))
+        keys = [self.result_keys(_Fields(fields)) for fields in layout.keys]
+        spans, view = layout.elements, memoryview(body)
+        parts = [
+            view[spans[item][0] : spans[item][1]] if isinstance(item, int) else encode_entity(item)
+            for item in _arranged(plan.slots, keys)
+        ]
+        return layout.with_elements(parts)
 
     def merge(self, plan: SplitPlan, broker_response: Any | None) -> bytes:
         """The client's response body: broker results and synthetic ones in request order."""
@@ -270,26 +328,10 @@ class GuardedApi(ABC):
                 )
             results = getattr(broker_response, self.results_field)
 
-        by_key: dict[Hashable, deque[int]] = {}
-        for position, result in enumerate(results):
-            for key in self.result_keys(result):
-                by_key.setdefault(key, deque()).append(position)
-        used = [False] * len(results)
-        merged: list[Any] = []
-        for slot in plan.slots:
-            if slot.synthetic is not None:
-                merged.append(slot.synthetic)
-                continue
-            queue = by_key.get(slot.key)
-            while queue:
-                position = queue.popleft()
-                if not used[position]:
-                    used[position] = True
-                    merged.append(results[position])
-                    break
-        # Results the broker added that match no entry still reach the client.
-        merged.extend(r for position, r in enumerate(results) if not used[position])
-
+        keys = [self.result_keys(result) for result in results]
+        merged = [
+            results[item] if isinstance(item, int) else item for item in _arranged(plan.slots, keys)
+        ]
         if broker_response is None:
             response = self.empty_response(expected, plan.request, tuple(merged))
         else:
@@ -297,6 +339,9 @@ class GuardedApi(ABC):
         return encode(response)
 
     # Per-API hooks.
+
+    # The fields of a broker result that `result_keys` reads (those its version has).
+    result_key_fields: ClassVar[tuple[str, ...]] = ("name",)
 
     def entries_field_of(self, request: Any) -> str:
         """The name of the request's per-topic (or per-resource) array."""
@@ -351,3 +396,46 @@ class GuardedApi(ABC):
     ) -> Any:
         """A response built from synthetic results alone, when nothing was forwarded."""
         return build(response_cls, throttle_time=ZERO_THROTTLE, **{self.results_field: results})
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """A broker result's key fields, read from its bytes, as `result_keys` reads them."""
+
+    fields: Mapping[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.fields[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _key_fields(cls: type[Any], field_name: str, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `wanted` that the results of this response version have."""
+    return tuple(name for name in wanted if name in _field_names(element_class(cls, field_name)))
+
+
+def _arranged(slots: Sequence[Slot], keys: Sequence[tuple[Hashable, ...]]) -> list[Any]:
+    """The answer's results in request order: for each slot its synthetic result, or the
+    position of the first unused broker result with its key; then every broker result that
+    matched no slot, by position (the client still gets what the broker added)."""
+    by_key: dict[Hashable, deque[int]] = {}
+    for position, result_keys in enumerate(keys):
+        for key in result_keys:
+            by_key.setdefault(key, deque()).append(position)
+    used = [False] * len(keys)
+    arranged: list[Any] = []
+    for slot in slots:
+        if slot.synthetic is not None:
+            arranged.append(slot.synthetic)
+            continue
+        queue = by_key.get(slot.key)
+        while queue:
+            position = queue.popleft()
+            if not used[position]:
+                used[position] = True
+                arranged.append(position)
+                break
+    arranged.extend(position for position in range(len(keys)) if not used[position])
+    return arranged

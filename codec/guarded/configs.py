@@ -35,6 +35,7 @@ class _ConfigResources(GuardedApi):
     """Shared shape: an array of (type, name) resources, topics and others."""
 
     results_field = "responses"
+    result_key_fields = ("resource_type", "resource_name")
     entries_field = "resources"
     # ConfigAdminManager.preprocess refuses every copy of a repeated resource, one by one.
     answers_each_copy = True

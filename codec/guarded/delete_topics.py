@@ -17,6 +17,7 @@ class DeleteTopics(GuardedApi):
 
     api_key = 20
     results_field = "responses"
+    result_key_fields = ("name", "topic_id")
     answers_each_copy = False
 
     def entries_field_of(self, request: Any) -> str:

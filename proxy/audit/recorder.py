@@ -2,12 +2,16 @@
 
 A request judged for more topics than `max_records_per_request` is recorded as one summary
 record instead (`policy.decision_summary`), and logged as one line: one request writes a
-bounded audit and log whatever its size. The bytes written are charged to the principal's
-audit budget (`proxy.audit.budget`), which the admission filter checks.
+bounded audit and log whatever its size. Below that, each topic has its record, and the
+request still one log line per outcome that is not plainly allowed (`policy denied`: how many
+topics, the first `sample_size` with their decision ids, the topics per deciding rule). The
+bytes written are charged to the principal's audit budget (`proxy.audit.budget`), which the
+admission filter checks.
 
 Every decision gets its id here, before its answer is built and whether or not a sink is
 enabled: the filters end each denial message with it (`policy.decision_ids.cite`), the log
-line of a decision that was not plainly allowed names it, and its record carries it. A
+line of a decision that was not plainly allowed names it (among the first `sample_size` of its
+request), and its record carries it. A
 summary record's one id stands for every topic it summarises.
 """
 
@@ -152,6 +156,8 @@ class DecisionRecorder:
             return Recorded(ids, summarised.written)
         written: Written = []
         minted: list[str | None] = []
+        logged = _Logged()
+        counts = _Counts(ctx)
         for verdict in verdicts:
             decision, request = verdict.decision, verdict.request
             if decision is None:
@@ -160,17 +166,9 @@ class DecisionRecorder:
             decision_id = new_decision_id()
             minted.append(decision_id)
             result = outcome(decision)
-            _count(ctx, request.action.value, result, decision.violations)
+            rule = counts.add(request.action.value, result, decision.violations)
             if result is not Outcome.ALLOWED:
-                log.info(
-                    f"policy {result}",
-                    conn=ctx.connection_id,
-                    decision_id=decision_id,
-                    principal=request.principal.name,
-                    topic=decision.topic,
-                    action=request.action.value,
-                    reasons=[v.message for v in decision.violations],
-                )
+                logged.add(result, decision.topic, decision_id, rule)
             if decision.waived:
                 count_waivers(w.exception for w in decision.waived)
                 log.info(
@@ -196,6 +194,10 @@ class DecisionRecorder:
                 original = verdict.original
                 record = decision_record(original or request, decision, stamp, request)
                 self._write(record, written, ctx, request.principal.name)
+        counts.flush()
+        if logged.outcomes:
+            first = verdicts[0].request
+            logged.log(ctx, first.principal.name, first.action.value, self._sample_size)
         return Recorded(tuple(minted), written)
 
     def _record_summary(
@@ -206,13 +208,16 @@ class DecisionRecorder:
         decision_id = new_decision_id()
         decisions = []
         overridden = 0
+        counts = _Counts(ctx)
         for verdict in decided:
             decision = verdict.decision
             assert decision is not None
             decisions.append(decision)
             overridden += bool(decision.overrides)
-            count_waivers(w.exception for w in decision.waived)
-            _count(ctx, verdict.request.action.value, outcome(decision), decision.violations)
+            if decision.waived:
+                count_waivers(w.exception for w in decision.waived)
+            counts.add(verdict.request.action.value, outcome(decision), decision.violations)
+        counts.flush()
         first = decided[0].original or decided[0].request
         summary = summarise(decisions, self._sample_size)
         if summary.decision is not Outcome.ALLOWED or overridden:
@@ -305,18 +310,85 @@ class DecisionRecorder:
         return decision_id
 
 
+class _Logged:
+    """The decisions of one request that were not plainly allowed, by outcome: each outcome
+    becomes ONE log line for the request (the detail of each topic is its audit record)."""
+
+    __slots__ = ("outcomes",)
+
+    def __init__(self) -> None:
+        # outcome -> (topics, decision ids, topics per deciding rule)
+        self.outcomes: dict[Outcome, tuple[list[str], list[str], dict[str, int]]] = {}
+
+    def add(self, result: Outcome, topic: str, decision_id: str, rule: str) -> None:
+        """One decision of this outcome, and the rule that decided it."""
+        found = self.outcomes.get(result)
+        if found is None:
+            found = self.outcomes[result] = ([], [], {})
+        topics, ids, rules = found
+        topics.append(topic)
+        ids.append(decision_id)
+        rules[rule] = rules.get(rule, 0) + 1
+
+    def log(self, ctx: RequestContext, principal: str, action: str, sample: int) -> None:
+        """`policy <outcome>`: how many topics, the first `sample` of them with their decision
+        ids, and how many each rule decided."""
+        for result, (topics, ids, rules) in self.outcomes.items():
+            log.info(
+                f"policy {result}",
+                conn=ctx.connection_id,
+                principal=principal,
+                action=action,
+                topics=len(topics),
+                sample=topics[:sample],
+                decision_ids=ids[:sample],
+                rules=rules,
+            )
+
+
+class _Counts:
+    """The decision counter's increments for one request, added up and applied once per label
+    set (a 1,000-topic batch has a few), not once per decision."""
+
+    __slots__ = ("_added", "_api")
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self._api = api_name(ctx.header.api_key)
+        self._added: dict[tuple[str, Outcome, str], int] = {}
+
+    def add(self, action: str, result: Outcome, violations: Sequence[Violation]) -> str:
+        """One decision, under the rule that decided it (the first that denied; "" for none),
+        which is returned."""
+        rule = _deciding_rule(result, violations)
+        key = (action, result, rule)
+        self._added[key] = self._added.get(key, 0) + 1
+        return rule
+
+    def flush(self) -> None:
+        """Apply what was added."""
+        for (action, result, rule), count in self._added.items():
+            _decisions(self._api, action, result.value.replace("-", "_"), rule).inc(count)
+        self._added.clear()
+
+
+def _deciding_rule(result: Outcome, violations: Sequence[Violation]) -> str:
+    if not violations:
+        return ""
+    if result is Outcome.DENIED:
+        for violation in violations:
+            if violation.mode is Mode.ENFORCE:
+                return violation.rule
+        return ""
+    return violations[0].rule
+
+
 def _count(
     ctx: RequestContext, action: str, result: Outcome, violations: Sequence[Violation]
 ) -> None:
-    # One count per decision, under the rule that decided it: the first that denied.
-    enforced = [v.rule for v in violations if v.mode is Mode.ENFORCE]
-    rules = enforced if result is Outcome.DENIED else [v.rule for v in violations]
-    _decisions(
-        api_name(ctx.header.api_key),
-        action,
-        result.value.replace("-", "_"),
-        rules[0] if rules else "",
-    ).inc()
+    """Count one decision under the rule that decided it."""
+    counts = _Counts(ctx)
+    counts.add(action, result, violations)
+    counts.flush()
 
 
 # The counter's child per label set, looked up once: a 1,000-topic batch counts 1,000 times.

@@ -32,7 +32,6 @@ from kafka_policy_proxy.codec.guarded import (
     guarded_api,
 )
 from kafka_policy_proxy.codec.guarded.configs import BROKER_RESOURCE, TOPIC_RESOURCE
-from kafka_policy_proxy.codec.registry import encode
 from kafka_policy_proxy.codec.topic_view import AnyTopicItem, ConfigResourceItem, DeleteTopicItem
 from kafka_policy_proxy.policy.budgets import requested_state
 from kafka_policy_proxy.policy.decision_ids import cite
@@ -241,7 +240,7 @@ class TopicPolicyFilter(Filter):
                     budgets=budgets,
                 )
             )
-        reduced = framed(ctx.frame[4:offset], encode(plan.forward))
+        reduced = framed(ctx.frame[4:offset], api.forward_body(plan, ctx.frame, offset))
         hook = self._after(
             ctx,
             api,
@@ -337,7 +336,8 @@ class TopicPolicyFilter(Filter):
 
         def after(body: bytes) -> bytes:
             response = None
-            if plan is not None or ctx.api_key == DELETE_TOPICS or brokers or known:
+            # A split answer is merged from its bytes: decoded only for what the cache needs.
+            if not validate_only and (ctx.api_key == DELETE_TOPICS or brokers or known):
                 response = api.decode_response(version, body)
             if not validate_only:
                 # The broker may have changed these: the next decision must not see them as
@@ -352,7 +352,7 @@ class TopicPolicyFilter(Filter):
                     facts.invalidate_broker_defaults(_accepted(brokers, response))
                 if response is not None and ctx.api_key == DELETE_TOPICS:
                     _forget_deleted(facts, response)
-            return body if plan is None else api.merge(plan, response)
+            return body if plan is None else api.merge_body(plan, body)
 
         return after
 

@@ -8,6 +8,7 @@ from the brokers themselves (BrokerView talks to the brokers, not the proxy).
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from typing import Any
 
@@ -219,11 +220,29 @@ def test_delete_records(
     assert producer.flush(30) == 0
     outcomes = by_topic(clients[client].delete_records({(protected, 0): 5, (plain, 0): 5}))
     # No message field in any version: POLICY_VIOLATION (whatever legacy_error_code says);
-    # the reason is in the audit record and the proxy's log.
+    # the reason is in the audit record, and the proxy's log line for the request names the
+    # topic and its decision id.
     denied = outcomes[protected]
     assert (denied.ok, denied.error) == (False, "POLICY_VIOLATION"), denied
     assert_denied(dataclasses.replace(denied, message=None), "protected", enforcing_proxy)
-    assert wait_for(lambda: "may not have records deleted" in enforcing_proxy.log_text())
+    records = [
+        e
+        for e in enforcing_proxy.audit_events()
+        if e["topic"] == protected and e["action"] == "delete_records"
+    ]
+    record = records[-1]  # a client that retried asked twice
+    assert any("may not have records deleted" in v["message"] for v in record["violations"])
+    assert wait_for(lambda: _denial_logged(enforcing_proxy, protected, record["decision_id"]))
     assert outcomes[plain].ok, outcomes[plain]
     assert broker.low_watermarks(plain) == {0: 5}
     assert broker.low_watermarks(protected) == {0: 0}
+
+
+def _denial_logged(proxy: ProxyProcess, topic: str, decision_id: str) -> bool:
+    """Whether a `policy denied` line of the proxy's log names the topic with this id."""
+    lines = [json.loads(t) for t in proxy.log_text().splitlines() if t.startswith("{")]
+    return any(
+        (topic, decision_id) in zip(line["sample"], line["decision_ids"], strict=True)
+        for line in lines
+        if line.get("event") == "policy denied"
+    )

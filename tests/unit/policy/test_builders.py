@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_policy_proxy.policy import builders
-from kafka_policy_proxy.policy.model import Action, AlterKind, ConfigOp, ConfigSource, Fact
+from kafka_policy_proxy.policy.model import (
+    Action,
+    AlterKind,
+    ConfigChange,
+    ConfigOp,
+    ConfigSource,
+    Fact,
+    RequestedState,
+    TopicRequest,
+    freeze_assignment,
+)
 
 from .helpers import ALICE, DEFAULTS, cluster, topic
 
@@ -118,3 +132,49 @@ def test_delete_records_keeps_offsets_sorted_by_partition() -> None:
     request = builders.delete_records_request("orders", [(2, -1), (0, 10)], principal=ALICE)
     assert request.action is Action.DELETE_RECORDS
     assert request.record_offsets == ((0, 10), (2, -1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    partitions=st.integers(-1, 50),
+    replication=st.integers(-1, 5),
+    assignment=st.lists(st.tuples(st.integers(0, 9), st.lists(st.integers(1, 5), min_size=1))),
+    configs=st.lists(st.tuples(st.sampled_from(["a", "b", "retention.ms"]), st.none() | st.text())),
+    defaults=st.none() | st.just(DEFAULTS),
+    validate_only=st.booleans(),
+)
+def test_a_create_is_built_once_as_the_facts_would_rebuild_it(
+    *,
+    partitions: int,
+    replication: int,
+    assignment: list[tuple[int, list[int]]],
+    configs: list[tuple[str, str | None]],
+    defaults: Any,
+    validate_only: bool,
+) -> None:
+    """create_request builds in one step what its request, rebuilt with the facts, would be."""
+    built = builders.create_request(
+        "t", partitions, replication, assignment, configs,
+        principal=ALICE, validate_only=validate_only, defaults=defaults,
+    )  # fmt: skip
+    frozen = freeze_assignment(assignment)
+    raw = TopicRequest(
+        topic="t",
+        action=Action.CREATE,
+        principal=ALICE,
+        validate_only=validate_only,
+        requested=RequestedState(
+            partitions=len(frozen) if frozen else None if partitions < 0 else partitions,
+            replication_factor=len(frozen[0][1])
+            if frozen
+            else None
+            if replication < 0
+            else replication,
+            assignment=frozen,
+            generated_assignment=not frozen,
+            changes=tuple(ConfigChange(n, ConfigOp.SET, v) for n, v in configs),
+            config_source=ConfigSource.CREATE,
+        ),
+    )
+    assert built == builders._with_facts(raw, None, defaults)
+    assert built.requested.named == builders._with_facts(raw, None, defaults).requested.named

@@ -139,12 +139,13 @@ async def test_a_request_over_the_threshold_writes_one_summary_record_and_one_lo
     ctx = context(CREATE_TOPICS, 7, principal="User:alice")
     with capture_logs() as logs:
         each = bounded.record(ctx, "rev", _verdicts(100))
-    assert len(sink.records) == 100 and len(logs) == 100  # up to the threshold: one per topic
-    assert (
-        list(each.ids)
-        == [r["decision_id"] for r in sink.records]
-        == [line["decision_id"] for line in logs]
-    )
+    assert len(sink.records) == 100  # up to the threshold: one record per topic
+    assert list(each.ids) == [r["decision_id"] for r in sink.records]
+    # ... and one log line for the request: the count, the first 20 topics with their ids.
+    [line] = logs
+    assert (line["event"], line["topics"], line["rules"]) == ("policy denied", 100, {"small": 100})
+    assert line["sample"] == [f"b.{i}" for i in range(20)]
+    assert line["decision_ids"] == list(each.ids[:20])
     assert list(each.ids) == sorted(set(each.ids))  # distinct, and in the order minted
     sink.records.clear()
     with capture_logs() as logs:
@@ -161,3 +162,31 @@ async def test_a_request_over_the_threshold_writes_one_summary_record_and_one_lo
     assert line["decision_id"] == summary["decision_id"]
     # The bytes written are charged to the principal whose request it was.
     assert budget._current("User:alice") >= len(json.dumps(summary, separators=(",", ":")))
+
+
+async def test_one_request_logs_one_line_per_outcome_with_a_capped_sample() -> None:
+    policy = compile_rules(
+        {"name": "small", "partitions": {"max": 3}},
+        {"name": "tiny", "mode": "audit", "partitions": {"max": 1}},
+    )
+    asked = [create_request(f"b.{i}", 6, principal=ALICE) for i in range(30)]
+    asked += [
+        create_request("watched", 2, principal=ALICE),
+        create_request("ok", 1, principal=ALICE),
+    ]
+    verdicts = judge(policy, asked, ClusterFacts(cluster()))
+    sampling = DecisionRecorder([], proxy_id="p", cluster_id=lambda: None, sample_size=5)
+    with capture_logs() as logs:
+        recorded = sampling.record(context(CREATE_TOPICS, 7), "rev", verdicts)
+    denied, audited = logs
+    assert (denied["event"], denied["topics"], denied["rules"]) == (
+        "policy denied",
+        30,
+        {"small": 30},
+    )
+    assert denied["sample"] == [f"b.{i}" for i in range(5)]
+    assert denied["decision_ids"] == list(recorded.ids[:5])
+    assert (audited["event"], audited["topics"], audited["sample"]) == (
+        "policy audit-would-deny", 1, ["watched"],
+    )  # fmt: skip
+    assert audited["decision_ids"] == [recorded.ids[30]] and audited["rules"] == {"tiny": 1}

@@ -135,7 +135,7 @@ async def test_without_a_sink_the_id_is_in_the_answer_and_the_log_line(tmp_path:
     [(_, message)] = _messages(decode_exact(response_class(19, 7), verdict.body))
     cited = CITED.search(message or "")
     [line] = [entry for entry in logs if entry["event"] == "policy denied"]
-    assert cited is not None and line["decision_id"] == cited.group(1)
+    assert cited is not None and line["decision_ids"] == [cited.group(1)]
 
 
 async def test_a_cluster_state_denial_quotes_its_id_after_the_cut_reason(tmp_path: Path) -> None:
