@@ -34,10 +34,11 @@ from typing import Any
 
 import structlog
 
+from bench.admin_latency import create_request
 from harness.messages import build
 from kafka_policy_proxy.codec.framing import framed
 from kafka_policy_proxy.codec.header import peek_request_header, request_header
-from kafka_policy_proxy.codec.registry import encode, request_class, response_class
+from kafka_policy_proxy.codec.registry import encode, response_class
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.loader import load_policy
 from kafka_policy_proxy.policy.model import ConfigMap
@@ -125,22 +126,7 @@ def batch_names(count: int) -> list[str]:
 
 def request_frame(names: list[str]) -> bytes:
     """A CreateTopics v7 validate_only request frame for these topics."""
-    cls = request_class(19, 7)
-    m = importlib.import_module(cls.__module__)
-    config = build(m.CreatableTopicConfig, name="min.insync.replicas", value="2")
-    topics = tuple(
-        build(
-            m.CreatableTopic,
-            name=n,
-            num_partitions=3,
-            replication_factor=3,
-            assignments=(),
-            configs=(config,),
-        )
-        for n in names
-    )
-    request = build(cls, topics=topics, timeout=60_000, validate_only=True)
-    return framed(request_header(19, 7, 7, "bench"), encode(request))
+    return framed(request_header(19, 7, 7, "bench"), encode(create_request(names, True)))
 
 
 def broker_answer(names: list[str]) -> bytes:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_policy_proxy.codec.kio_introspect import (
+    FIXED_SIZES,
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
@@ -36,23 +37,6 @@ from kafka_policy_proxy.codec.kio_introspect import (
     is_optional,
 )
 
-_FIXED_SIZES = {
-    "bool": 1,
-    "int8": 1,
-    "uint8": 1,
-    "int16": 2,
-    "uint16": 2,
-    "error_code": 2,
-    "int32": 4,
-    "uint32": 4,
-    "timedelta_i32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "float64": 8,
-    "timedelta_i64": 8,
-    "datetime_i64": 8,
-    "uuid": 16,
-}
 _ZERO_UUID = bytes(16)
 Buffer = bytes | memoryview
 
@@ -220,7 +204,7 @@ def _null_or_negative(src: _Source, indent: int, var: str, nullable: bool) -> No
 
 def _primitive(src: _Source, indent: int, kafka_type: str, flexible: bool, nullable: bool) -> None:
     """Skip one primitive value."""
-    size = _FIXED_SIZES.get(kafka_type)
+    size = FIXED_SIZES.get(kafka_type)
     if size is not None:
         if kafka_type == "bool" and src.exact:
             src.add(indent, "if data[pos] > 1:")
@@ -259,7 +243,7 @@ def _capture(src: _Source, indent: int, field: dataclasses.Field[Any], flexible:
         src.add(indent, f"{target} = _uuid(data[pos:pos + 16])")
         src.add(indent, "pos += 16")
     elif kafka_type in ("int8", "int16", "int32"):
-        size = _FIXED_SIZES[kafka_type]
+        size = FIXED_SIZES[kafka_type]
         src.add(indent, f"{target} = int.from_bytes(data[pos:pos + {size}], 'big', signed=True)")
         src.add(indent, f"pos += {size}")
     else:
@@ -301,7 +285,7 @@ def _field(
     elif isinstance(kind, PrimitiveTupleField):
         kafka_type = str(field.metadata["kafka_type"])
         count = _array_count(src, indent, flexible, nullable)
-        size = _FIXED_SIZES.get(kafka_type)
+        size = FIXED_SIZES.get(kafka_type)
         if size is not None and not (kafka_type == "bool" and src.exact):
             src.add(indent, f"if {count} > 0:")
             src.add(indent + 1, f"pos += {count} * {size}")

@@ -28,7 +28,27 @@ except ImportError as exc:
         f"kio.serial ({exc}); it was written against kio 0.6.5"
     ) from exc
 
+# The bytes of each fixed-size type kio names a primitive field's type.
+FIXED_SIZES = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+
 __all__ = [
+    "FIXED_SIZES",
     "KIO_VERSION",
     "EntityField",
     "EntityTupleField",

@@ -16,6 +16,7 @@ from typing import Any
 
 from kafka_policy_proxy.codec.errors import CodecError
 from kafka_policy_proxy.codec.kio_introspect import (
+    FIXED_SIZES,
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
@@ -30,23 +31,6 @@ from kafka_policy_proxy.codec.registry import decode_exact
 _Budget = list[int]
 _Step = Callable[[bytes, int, int, _Budget], int]
 
-_FIXED_SIZES = {
-    "bool": 1,
-    "int8": 1,
-    "uint8": 1,
-    "int16": 2,
-    "uint16": 2,
-    "error_code": 2,
-    "int32": 4,
-    "uint32": 4,
-    "timedelta_i32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "float64": 8,
-    "timedelta_i64": 8,
-    "datetime_i64": 8,
-    "uuid": 16,
-}
 _VARINT_MAX_BYTES = 5
 _UNLIMITED = 2**62  # check_structure's budget: the bytes left bound each array already
 _SIGNED = {1: struct.Struct(">b"), 2: struct.Struct(">h"), 4: struct.Struct(">i")}
@@ -137,7 +121,7 @@ def _array(flexible: bool, nullable: bool, element: _Step, element_size: int | N
 
 
 def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> _Step:
-    size = _FIXED_SIZES.get(kafka_type)
+    size = FIXED_SIZES.get(kafka_type)
     if size is not None:
         return _fixed(size)
     if kafka_type == "string":
@@ -170,7 +154,7 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> 
     kafka_type = str(field.metadata["kafka_type"])
     if isinstance(kind, PrimitiveTupleField):
         element = _primitive(kafka_type, flexible, False)
-        return _array(flexible, nullable, element, _FIXED_SIZES.get(kafka_type))
+        return _array(flexible, nullable, element, FIXED_SIZES.get(kafka_type))
     return _primitive(kafka_type, flexible, nullable)
 
 
@@ -194,7 +178,7 @@ def _compile_entity(cls: type[Any]) -> _Step:
         if tag is not None:
             tagged[int(tag)] = _field_step(field, flexible, is_tag=True)
             continue
-        size = _FIXED_SIZES.get(field.metadata.get("kafka_type", ""))
+        size = FIXED_SIZES.get(field.metadata.get("kafka_type", ""))
         if size is not None and not classify_field(field).is_array:
             # Consecutive fixed-size fields need one bounds check between them.
             fixed_run += size
