@@ -22,7 +22,6 @@ import argparse
 import resource
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,28 +32,12 @@ from typing import Any
 from bench.connections import API_VERSIONS, METADATA, open_fds, rss_kib
 from bench.growth_chart import draw
 from bench.throughput import cpu_seconds, create_topic, percentile, produce_latency
+from harness.frames import read_frame
 from harness.local_kafka import LocalKafka
 from harness.proxy_process import ProxyProcess
 
 PORT_BASE, PORT_STRIDE, BOOTSTRAP, NODE_BASE = 19200, 10, 19280, 19290
 BROKERS = 3
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    """One response frame from a blocking socket."""
-    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
-    return recv_exactly(sock, size)
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    """Exactly n bytes, or ConnectionError."""
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed while reading a response")
-        data += chunk
-    return bytes(data)
 
 
 def hold_open(ports: list[int], count: int) -> list[socket.socket]:

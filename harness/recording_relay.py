@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness.frames import read_frame
 from kafka_policy_proxy.codec.errors import CodecError
 from kafka_policy_proxy.codec.guarded import GUARDED_API_KEYS
 from kafka_policy_proxy.codec.header import peek_request_header, request_body_offset
@@ -65,21 +66,10 @@ def _names_topics(frame: bytes, api_version: int) -> bool:
 
 
 def _read_frame(sock: socket.socket) -> bytes | None:
-    head = _read_exactly(sock, 4)
-    if head is None:
+    try:
+        return read_frame(sock)
+    except ConnectionError:  # the peer closed (or reset): the relay ends this direction
         return None
-    (size,) = struct.unpack(">i", head)
-    return _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
 
 
 def _relay(

@@ -6,6 +6,7 @@ import socket
 import struct
 from typing import Any
 
+from harness.frames import read_frame
 from kafka_policy_proxy.codec.header import request_header, response_header_size
 from kafka_policy_proxy.codec.registry import decode_exact, encode, response_class
 
@@ -35,8 +36,7 @@ class WireClient:
 
     def read_frame(self) -> bytes:
         """Read one size-prefixed frame (without the prefix)."""
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return self._read_exactly(size)
+        return read_frame(self.sock)
 
     def receive(self) -> tuple[int, Any]:
         """Read the next response; return (correlation id, decoded body) for the oldest request."""
@@ -67,12 +67,3 @@ class WireClient:
     def close(self) -> None:
         """Close the socket."""
         self.sock.close()
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            if not chunk:
-                raise ConnectionError("connection closed by peer")
-            chunks += chunk
-        return bytes(chunks)

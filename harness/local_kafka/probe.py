@@ -8,6 +8,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.frames import read_frame
 from harness.local_kafka.report import LocalKafkaError
 from harness.local_kafka.settings import HOST
 
@@ -36,16 +37,6 @@ def check_ports_free(ports: Sequence[int]) -> None:
         )
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed mid-response")
-        chunks += chunk
-    return bytes(chunks)
-
-
 def fetch_broker_ids(host: str, port: int, timeout: float = 3.0) -> dict[int, tuple[str, int]]:
     """Send a Metadata v4 request (no topics) and return node id -> advertised (host, port)."""
     client_id = b"local-kafka"
@@ -56,8 +47,7 @@ def fetch_broker_ids(host: str, port: int, timeout: float = 3.0) -> dict[int, tu
     request = header + body
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(struct.pack(">i", len(request)) + request)
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-        payload = _recv_exact(sock, size)
+        payload = read_frame(sock)
     correlation_id, _throttle_ms, count = struct.unpack_from(">iii", payload, 0)
     if correlation_id != 1:
         raise ConnectionError(f"unexpected correlation id {correlation_id}")
