@@ -56,7 +56,7 @@ from kafka_policy_proxy.policy.budgets import (
     touched,
 )
 from kafka_policy_proxy.policy.budgets import needs as budget_needs
-from kafka_policy_proxy.policy.builders import resolve
+from kafka_policy_proxy.policy.builders import FactFolder
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import UNKNOWN_TOPIC_RULE
 from kafka_policy_proxy.policy.engine import CompiledPolicy
@@ -215,9 +215,10 @@ class Judgement:
         found = self._touched
         budgets = None if found is None else BudgetBook(policy.budgets, cluster, policy.dry_run)
         waive, now = policy.exceptions.apply, self._now
+        fold = FactFolder(cluster, wanted) if wanted else None
         verdicts = []
         for index, (request, needed) in enumerate(zip(requests, self._needs, strict=True)):
-            resolved = resolve(request, cluster, wanted) if wanted else request
+            resolved = request if fold is None else fold(request)
             if not resolved.name:
                 verdicts.append(
                     Verdict(resolved, None, f"topic id {resolved.topic_id} names no known topic")
