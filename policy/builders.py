@@ -60,7 +60,7 @@ def create_request(
     explicit = bool(frozen)
     if explicit:
         partitions, replication_factor = len(frozen), len(frozen[0][1])
-    changes = tuple([_set_change(n, ConfigOp.SET, v) for n, v in configs])
+    changes, named, bare = _named_configs(configs)
     # What `_with_facts` makes of a create, built once (a 1,000-topic batch builds 1,000), by
     # the assemblers: every field given, `named` and `name` too.
     requested = _REQUESTED(
@@ -70,10 +70,10 @@ def create_request(
         else _default_int(defaults, DEFAULT_REPLICATION_KEY),
         frozen,
         not explicit,
-        apply_create(changes, _topic_defaults(defaults)),
+        bare if defaults is None else apply_create(changes, _topic_defaults(defaults)),
         changes,
         ConfigSource.CREATE,
-        frozenset([c.name for c in changes]),
+        named,
     )
     return _TOPIC_REQUEST(
         topic,
@@ -88,6 +88,38 @@ def create_request(
         None,
         topic,
     )
+
+
+# A create's named configs: the changes, their names, and the configs over no defaults.
+_Named = tuple[tuple[ConfigChange, ...], frozenset[str], ConfigMap]
+
+
+class _LastNamed:
+    """A create's named configs, as the changes, their names and the configs over no defaults:
+    those of the create before when it named the same list (a batch's topics often do), so
+    built once for them all. One entry: nothing is kept past the next create that differs."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[tuple[str, str | None], ...], _Named] | None = None
+
+    def __call__(self, configs: Iterable[tuple[str, str | None]]) -> _Named:
+        key = tuple(configs)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        changes = tuple([_set_change(n, ConfigOp.SET, v) for n, v in key])
+        named = (
+            changes,
+            frozenset([c.name for c in changes]),
+            apply_create(changes, EMPTY_CONFIGS),
+        )
+        self._last = (key, named)  # one atomic store: safe across threads
+        return named
+
+
+_named_configs = _LastNamed()
 
 
 def alter_configs_request(

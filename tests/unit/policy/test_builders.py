@@ -219,3 +219,20 @@ def test_creates_naming_the_same_configs_share_one_config_map() -> None:
     topic_defaults = {k: v for k, v in DEFAULTS.items() if k not in builders.BROKER_ONLY_DEFAULTS}
     assert first.requested.configs == {**topic_defaults, "retention.ms": "1"}
     assert third.requested.configs["retention.ms"] == "2"
+
+
+def test_creates_naming_the_same_configs_as_the_one_before_share_its_changes() -> None:
+    """A batch's creates often name the same configs: built once, and one naming others
+    in between gets its own."""
+    same = [("retention.ms", "1"), ("cleanup.policy", None)]
+    first, other, again = (
+        builders.create_request(name, 3, 3, None, configs, principal=ALICE)
+        for name, configs in [("a", same), ("b", [("retention.ms", "2")]), ("c", list(same))]
+    )
+    assert other.requested.configs == {"retention.ms": "2"}
+    assert other.requested.named == {"retention.ms"}
+    assert again.requested.changes == first.requested.changes
+    assert again.requested.named == {"retention.ms", "cleanup.policy"}
+    assert again.requested.configs == {"retention.ms": "1"}
+    repeat = builders.create_request("d", 3, 3, None, same, principal=ALICE)
+    assert repeat.requested.changes is again.requested.changes
