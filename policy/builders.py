@@ -346,23 +346,30 @@ def _default_int(defaults: Mapping[str, str | None] | None, key: str) -> int | N
 class _Defaults:
     """What a request's state takes from the broker defaults: the partition and replication
     counts, and the topic configs; `shared`, the configs over them of each list of named
-    configs, kept for the next request naming the same (a batch's: bounded by its size)."""
+    configs, kept for the next request naming the same (a batch's: bounded by its size).
+    Consecutive creates that named the same list share its changes (`_LastNamed`): found by
+    identity, without hashing them."""
 
-    __slots__ = ("_over", "configs", "partitions", "replication")
+    __slots__ = ("_last", "_over", "configs", "partitions", "replication")
 
     def __init__(self, defaults: Mapping[str, str | None] | None, *, shared: bool = False) -> None:
         self.partitions = _default_int(defaults, DEFAULT_PARTITIONS_KEY)
         self.replication = _default_int(defaults, DEFAULT_REPLICATION_KEY)
         self.configs = _topic_defaults(defaults)
         self._over: dict[tuple[ConfigChange, ...], ConfigMap] | None = {} if shared else None
+        self._last: tuple[tuple[ConfigChange, ...], ConfigMap] | None = None
 
     def over(self, changes: tuple[ConfigChange, ...]) -> ConfigMap:
         """CreateTopics' and AlterConfigs' configs: the named ones over the topic defaults."""
         if self._over is None:
             return apply_create(changes, self.configs)
+        last = self._last
+        if last is not None and last[0] is changes:
+            return last[1]
         configs = self._over.get(changes)
         if configs is None:
             configs = self._over[changes] = apply_create(changes, self.configs)
+        self._last = (changes, configs)
         return configs
 
 

@@ -60,7 +60,15 @@ from kafka_policy_proxy.policy.builders import FactFolder
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import UNKNOWN_TOPIC_RULE
 from kafka_policy_proxy.policy.engine import CompiledPolicy
-from kafka_policy_proxy.policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
+from kafka_policy_proxy.policy.model import (
+    Action,
+    Decision,
+    Fact,
+    Mode,
+    TopicRequest,
+    Violation,
+    assembler,
+)
 
 CLUSTER_STATE_RULE = "cluster-state"
 # A reason is repeated in every topic's answer and record: bounded, so that an answer stays in
@@ -138,6 +146,10 @@ class Verdict:
     reason: str | None = None
     # The request before the policy's override actions changed it (None if they did not).
     original: TopicRequest | None = None
+
+
+# Each topic's verdict, every field given (no `__init__`): one per topic of every batch.
+_VERDICT = assembler(Verdict)
 
 
 class Judgement:
@@ -251,7 +263,7 @@ class Judgement:
                         else None,
                     )
                 if not overrides:
-                    verdicts.append(Verdict(resolved, decision))
+                    verdicts.append(_VERDICT(resolved, decision, None, None))
                 else:
                     decision = replace(decision, overrides=overrides)
                     verdicts.append(Verdict(rewritten, decision, original=resolved))
