@@ -114,6 +114,8 @@ def assembler(cls: type[_T]) -> Callable[..., _T]:
     in field order: it runs no `__init__` or `__post_init__` (each frozen field set through
     `object.__setattr__` costs most of a construction), for copies whose derived fields are
     already known. Built once per class."""
+    if "__slots__" not in vars(cls):
+        raise TypeError(f"{cls.__name__} is not a slotted dataclass")
     setters = [getattr(cls, f.name).__set__ for f in fields(cls)]  # type: ignore[arg-type]
     args = ", ".join(f"v{i}" for i in range(len(setters)))
     body = "".join(f"    s{i}(o, v{i})\n" for i in range(len(setters)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 import pytest
 from hypothesis import given
@@ -173,3 +173,12 @@ def test_assembled_objects_stay_frozen() -> None:
     assert principal == Principal("User:bob", "cli", "10.0.0.1")
     with pytest.raises(AttributeError):
         principal.name = "User:eve"  # type: ignore[misc]
+
+
+def test_only_slotted_dataclasses_are_assembled() -> None:
+    @dataclass(frozen=True)
+    class Plain:
+        name: str
+
+    with pytest.raises(TypeError, match="not a slotted dataclass"):
+        assembler(Plain)
