@@ -34,6 +34,7 @@ from kafka_policy_proxy.policy.model import (
     TopicRequest,
     TopicState,
     Violation,
+    assembler,
 )
 from kafka_policy_proxy.policy.rules import USER_PLACEHOLDER, Budget, PolicyDocument
 
@@ -268,12 +269,23 @@ def retention_of(configs: dict[str, str | None] | None, defaults: dict[str, str 
 def _amounts(
     state: TopicState, defaults: dict[str, str | None], retention: bool = True
 ) -> dict[str, float]:
-    partitions = state.partitions
-    bytes_ = partitions * retention_of(state.configs, defaults) if retention and partitions else 0
+    return _amounts_of(
+        state.partitions, state.replication_factor, state.configs, defaults, retention
+    )
+
+
+def _amounts_of(
+    partitions: int,
+    replication_factor: int,
+    configs: dict[str, str | None],
+    defaults: dict[str, str | None],
+    retention: bool = True,
+) -> dict[str, float]:
+    bytes_ = partitions * retention_of(configs, defaults) if retention and partitions else 0
     return {
         TOPICS: 1,
         PARTITIONS: partitions,
-        REPLICAS: partitions * state.replication_factor,
+        REPLICAS: partitions * replication_factor,
         RETENTION_BYTES: bytes_,
     }
 
@@ -389,9 +401,17 @@ def _int(defaults: dict[str, str | None], key: str) -> int:
 
 def change(request: TopicRequest, defaults: dict[str, str | None]) -> dict[str, float]:
     """What the request adds per unit (negative where it lowers usage)."""
-    after = _amounts(requested_state(request, defaults), defaults)
     if request.action is Action.CREATE:
-        return after
+        # `requested_state`'s counts, without building the state: every create of a batch.
+        requested = request.requested
+        partitions, factor = requested.partitions, requested.replication_factor
+        return _amounts_of(
+            partitions if partitions is not None else _int(defaults, "num.partitions"),
+            factor if factor is not None else _int(defaults, "default.replication.factor"),
+            requested.configs,
+            defaults,
+        )
+    after = _amounts(requested_state(request, defaults), defaults)
     assert request.current is not None
     before = _amounts(request.current, defaults)
     return {unit: _minus(after[unit], before[unit]) for unit in after}
@@ -419,6 +439,12 @@ def _whole(value: float) -> int | None:
     return None if math.isinf(value) else int(value)
 
 
+# Built with every field given (no `__init__`): once or more for every topic a budget judges.
+_BUDGET_USE = assembler(BudgetUse)
+_DECISION = assembler(Decision)
+_VIOLATION = assembler(Violation)
+
+
 def _as_is(decision: Decision) -> Decision:
     return decision
 
@@ -433,6 +459,8 @@ class BudgetBook:
     dry_run: bool = False
     _usage: dict[BudgetKey, Usage] = field(default_factory=dict)
     _batch: dict[tuple[BudgetKey, str], float] = field(default_factory=dict)
+    # The broker defaults, read once for the batch (the cluster does not change under it).
+    _defaults: dict[str, str | None] | None = None
 
     def judge(
         self,
@@ -448,7 +476,9 @@ class BudgetBook:
             found = touched(self.budgets, request)
         if not found or (request.action is not Action.CREATE and request.current is None):
             return settle(decision)
-        defaults = dict(self.cluster.broker_default_configs())
+        defaults = self._defaults
+        if defaults is None:
+            defaults = self._defaults = dict(self.cluster.broker_default_configs())
         added = change(request, defaults)
         uses: list[BudgetUse] = []
         violations: list[Violation] = []
@@ -463,7 +493,7 @@ class BudgetBook:
                 if adds == 0:
                     continue
                 before = use.amounts[unit] + self._batch.get((key, unit), 0.0)
-                uses.append(BudgetUse(key.name, _whole(before), _whole(adds), limit, unit))
+                uses.append(_BUDGET_USE(key.name, _whole(before), _whole(adds), limit, unit))
                 if adds < 0:
                     continue
                 additions.append((key, unit, adds))
@@ -471,13 +501,22 @@ class BudgetBook:
                     message = _message(
                         key, request.name, unit=unit, before=before, adds=adds, limit=limit, use=use
                     )
-                    violations.append(Violation(key.name, message, mode))
+                    violations.append(_VIOLATION(key.name, message, mode))
         if not uses:
             return settle(decision)
         all_violations = (*decision.violations, *violations)
         allowed = all(v.mode is Mode.AUDIT for v in all_violations)
         judged = settle(
-            replace(decision, allowed=allowed, violations=all_violations, budgets=tuple(uses))
+            _DECISION(
+                decision.topic,
+                decision.action,
+                allowed,
+                all_violations,
+                decision.mode,
+                decision.overrides,
+                tuple(uses),
+                decision.waived,
+            )
         )
         if judged.allowed:
             for key, unit, adds in additions:

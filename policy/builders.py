@@ -9,12 +9,12 @@ recomputes the requested state exactly as the builder would have with those fact
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from uuid import UUID
 
 from kafka_policy_proxy.policy.cluster import ClusterState
-from kafka_policy_proxy.policy.configs import apply_create, apply_incremental, apply_replace
+from kafka_policy_proxy.policy.configs import apply_create, apply_incremental
 from kafka_policy_proxy.policy.model import (
+    EMPTY_CONFIGS,
     Action,
     AlterKind,
     Assignment,
@@ -27,6 +27,7 @@ from kafka_policy_proxy.policy.model import (
     RequestedState,
     TopicRequest,
     TopicState,
+    assembler,
     freeze_assignment,
 )
 
@@ -37,6 +38,10 @@ DEFAULT_REPLICATION_KEY = "default.replication.factor"
 BROKER_ONLY_DEFAULTS = frozenset({DEFAULT_PARTITIONS_KEY, DEFAULT_REPLICATION_KEY})
 
 WireAssignment = Iterable[tuple[int, Iterable[int]]]
+# Every field given, derived ones too: `__init__` re-derives nothing a builder already knows.
+_REQUESTED = assembler(RequestedState)
+_TOPIC_REQUEST = assembler(TopicRequest)
+_set_change = assembler(ConfigChange)
 
 
 def create_request(
@@ -51,24 +56,70 @@ def create_request(
     defaults: Mapping[str, str | None] | None = None,
 ) -> TopicRequest:
     """CreateTopics (or Metadata auto-creation): -1 means the broker default."""
-    frozen = freeze_assignment(assignment)
+    frozen = freeze_assignment(assignment) if assignment else ()
     explicit = bool(frozen)
     if explicit:
         partitions, replication_factor = len(frozen), len(frozen[0][1])
-    changes = tuple(ConfigChange(n, ConfigOp.SET, v) for n, v in configs)
-    # What `_with_facts` makes of a create, built once (a 1,000-topic batch builds 1,000).
-    requested = RequestedState(
+    changes, named, bare = _named_configs(configs)
+    # What `_with_facts` makes of a create, built once (a 1,000-topic batch builds 1,000), by
+    # the assemblers: every field given, `named` and `name` too.
+    requested = _REQUESTED(
         partitions if partitions >= 0 else _default_int(defaults, DEFAULT_PARTITIONS_KEY),
         replication_factor
         if replication_factor >= 0
         else _default_int(defaults, DEFAULT_REPLICATION_KEY),
         frozen,
         not explicit,
-        apply_create(changes, _topic_defaults(defaults)),
+        bare if defaults is None else apply_create(changes, _topic_defaults(defaults)),
         changes,
         ConfigSource.CREATE,
+        named,
     )
-    return TopicRequest(topic, Action.CREATE, principal, None, None, validate_only, requested)
+    return _TOPIC_REQUEST(
+        topic,
+        Action.CREATE,
+        principal,
+        None,
+        None,
+        validate_only,
+        requested,
+        None,
+        (),
+        None,
+        topic,
+    )
+
+
+# A create's named configs: the changes, their names, and the configs over no defaults.
+_Named = tuple[tuple[ConfigChange, ...], frozenset[str], ConfigMap]
+
+
+class _LastNamed:
+    """A create's named configs, as the changes, their names and the configs over no defaults:
+    those of the create before when it named the same list (a batch's topics often do), so
+    built once for them all. One entry: nothing is kept past the next create that differs."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[tuple[str, str | None], ...], _Named] | None = None
+
+    def __call__(self, configs: Iterable[tuple[str, str | None]]) -> _Named:
+        key = tuple(configs)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        changes = tuple([_set_change(n, ConfigOp.SET, v) for n, v in key])
+        named = (
+            changes,
+            frozenset([c.name for c in changes]),
+            apply_create(changes, EMPTY_CONFIGS),
+        )
+        self._last = (key, named)  # one atomic store: safe across threads
+        return named
+
+
+_named_configs = _LastNamed()
 
 
 def alter_configs_request(
@@ -198,18 +249,43 @@ def delete_records_request(
 
 def resolve(request: TopicRequest, cluster: ClusterState, facts: Iterable[Fact]) -> TopicRequest:
     """Fill in the current state and broker defaults named in `facts`, recomputing the rest."""
-    wanted = frozenset(facts)
-    current = request.current
-    if Fact.TOPIC_STATE in wanted and current is None and request.action is not Action.CREATE:
-        if request.topic is not None:
-            current = cluster.topic(request.topic)
-        elif request.topic_id is not None:
-            current = cluster.topic_by_id(request.topic_id)
-    defaults = cluster.broker_default_configs() if Fact.BROKER_DEFAULTS in wanted else None
-    resolved = _with_facts(request, current, defaults)
-    if Fact.TOPIC_USAGE in wanted and resolved.usage is None and resolved.name:
-        return replace(resolved, usage=cluster.topic_usage(resolved.name))
-    return resolved
+    return FactFolder(cluster, facts)(request)
+
+
+class FactFolder:
+    """`resolve` for the requests of one batch: what their topics share is worked out once (the
+    broker defaults' counts and topic configs), and a create's (or a full replacement's)
+    configs once per distinct list of named configs (a batch's topics often name the same),
+    one immutable ConfigMap shared by all of them."""
+
+    __slots__ = ("_cluster", "_defaults", "_state", "_usage")
+
+    def __init__(self, cluster: ClusterState, facts: Iterable[Fact]) -> None:
+        wanted = frozenset(facts)
+        self._cluster = cluster
+        self._state = Fact.TOPIC_STATE in wanted
+        self._usage = Fact.TOPIC_USAGE in wanted
+        self._defaults = (
+            _Defaults(cluster.broker_default_configs(), shared=True)
+            if Fact.BROKER_DEFAULTS in wanted
+            else _NO_DEFAULTS
+        )
+
+    def __call__(self, request: TopicRequest) -> TopicRequest:
+        """The request with this batch's facts folded in."""
+        current = request.current
+        if self._state and current is None and request.action is not Action.CREATE:
+            if request.topic is not None:
+                current = self._cluster.topic(request.topic)
+            elif request.topic_id is not None:
+                current = self._cluster.topic_by_id(request.topic_id)
+        resolved = _fold(request, current, self._defaults)
+        if self._usage and resolved.usage is None and resolved.name:
+            usage = self._cluster.topic_usage(resolved.name)
+            return resolved.folded(
+                resolved.topic, resolved.topic_id, resolved.requested, resolved.current, usage
+            )
+        return resolved
 
 
 def _alter_configs(
@@ -243,6 +319,8 @@ class _TopicDefaults:
         self._last: tuple[ConfigMap | None, ConfigMap] = (None, ConfigMap())
 
     def __call__(self, defaults: Mapping[str, str | None] | None) -> Mapping[str, str | None]:
+        if defaults is None:
+            return EMPTY_CONFIGS
         last, topic = self._last
         if defaults is last:
             return topic
@@ -265,34 +343,72 @@ def _default_int(defaults: Mapping[str, str | None] | None, key: str) -> int | N
         return None
 
 
+class _Defaults:
+    """What a request's state takes from the broker defaults: the partition and replication
+    counts, and the topic configs; `shared`, the configs over them of each list of named
+    configs, kept for the next request naming the same (a batch's: bounded by its size).
+    Consecutive creates that named the same list share its changes (`_LastNamed`): found by
+    identity, without hashing them."""
+
+    __slots__ = ("_last", "_over", "configs", "partitions", "replication")
+
+    def __init__(self, defaults: Mapping[str, str | None] | None, *, shared: bool = False) -> None:
+        self.partitions = _default_int(defaults, DEFAULT_PARTITIONS_KEY)
+        self.replication = _default_int(defaults, DEFAULT_REPLICATION_KEY)
+        self.configs = _topic_defaults(defaults)
+        self._over: dict[tuple[ConfigChange, ...], ConfigMap] | None = {} if shared else None
+        self._last: tuple[tuple[ConfigChange, ...], ConfigMap] | None = None
+
+    def over(self, changes: tuple[ConfigChange, ...]) -> ConfigMap:
+        """CreateTopics' and AlterConfigs' configs: the named ones over the topic defaults."""
+        if self._over is None:
+            return apply_create(changes, self.configs)
+        last = self._last
+        if last is not None and last[0] is changes:
+            return last[1]
+        configs = self._over.get(changes)
+        if configs is None:
+            configs = self._over[changes] = apply_create(changes, self.configs)
+        self._last = (changes, configs)
+        return configs
+
+
+_NO_DEFAULTS = _Defaults(None)
+
+
 def _with_facts(
     request: TopicRequest,
     current: TopicState | None,
     defaults: Mapping[str, str | None] | None,
 ) -> TopicRequest:
     """Recompute the requested state from the request's own data plus the given facts."""
+    return _fold(request, current, _NO_DEFAULTS if defaults is None else _Defaults(defaults))
+
+
+def _fold(request: TopicRequest, current: TopicState | None, defaults: _Defaults) -> TopicRequest:
+    """`_with_facts`, with the broker defaults worked out."""
     req = request.requested
     if request.action is Action.CREATE:
         partitions = req.partitions
         if partitions is None:
-            partitions = _default_int(defaults, DEFAULT_PARTITIONS_KEY)
+            partitions = defaults.partitions
         replication = req.replication_factor
         if replication is None:
-            replication = _default_int(defaults, DEFAULT_REPLICATION_KEY)
-        configs = apply_create(req.changes, _topic_defaults(defaults))
-        requested = _requested(req, partitions, replication, req.assignment, configs)
-        return _rebuilt(request, request.topic, request.topic_id, requested, request.current)
+            replication = defaults.replication
+        requested = req.folded(partitions, replication, req.assignment, defaults.over(req.changes))
+        return request.folded(
+            request.topic, request.topic_id, requested, request.current, request.usage
+        )
 
     base = current or TopicState(name=request.name)
     known = current is not None
     kind = request.alter_kind
     if kind is AlterKind.CONFIGS:
         if req.config_source is ConfigSource.REPLACE:
-            configs = apply_replace(req.changes, _topic_defaults(defaults))
+            configs = defaults.over(req.changes)  # AlterConfigs: as a create's
         else:
-            configs = apply_incremental(req.changes, base.configs, _topic_defaults(defaults))
-        requested = _requested(
-            req,
+            configs = apply_incremental(req.changes, base.configs, defaults.configs)
+        requested = req.folded(
             base.partitions if known else None,
             base.replication_factor if known else None,
             base.assignment,
@@ -302,13 +418,12 @@ def _with_facts(
         replication = base.replication_factor if known else None
         if replication is None and req.assignment:
             replication = len(req.assignment[0][1])
-        requested = _requested(req, req.partitions, replication, req.assignment, base.configs)
+        requested = req.folded(req.partitions, replication, req.assignment, base.configs)
     elif kind is AlterKind.REASSIGNMENT:
         merged: Assignment = freeze_assignment(
             {**dict(base.assignment), **dict(req.assignment)}.items()
         )
-        requested = _requested(
-            req,
+        requested = req.folded(
             base.partitions if known else None,
             min((len(r) for _, r in merged), default=None),
             merged,
@@ -321,45 +436,4 @@ def _with_facts(
         # A delete by topic id learns its name here, a request by name its id.
         topic = current.name if topic is None else topic
         topic_id = current.topic_id if topic_id is None else topic_id
-    return _rebuilt(request, topic, topic_id, requested, current)
-
-
-# Built field by field: dataclasses.replace introspects the fields on every call, and this
-# runs for every topic of every judged request.
-def _requested(
-    req: RequestedState,
-    partitions: int | None,
-    replication_factor: int | None,
-    assignment: Assignment,
-    configs: ConfigMap,
-) -> RequestedState:
-    return RequestedState(
-        partitions,
-        replication_factor,
-        assignment,
-        req.generated_assignment,
-        configs,
-        req.changes,
-        req.config_source,
-    )
-
-
-def _rebuilt(
-    request: TopicRequest,
-    topic: str | None,
-    topic_id: str | None,
-    requested: RequestedState,
-    current: TopicState | None,
-) -> TopicRequest:
-    return TopicRequest(
-        topic,
-        request.action,
-        request.principal,
-        topic_id,
-        request.alter_kind,
-        request.validate_only,
-        requested,
-        current,
-        request.record_offsets,
-        request.usage,
-    )
+    return request.folded(topic, topic_id, requested, current, request.usage)

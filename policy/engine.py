@@ -37,6 +37,7 @@ from kafka_policy_proxy.policy.model import (
     Principal,
     TopicRequest,
     Violation,
+    assembler,
 )
 from kafka_policy_proxy.policy.overrides import apply_overrides, compile_overrides
 from kafka_policy_proxy.policy.plugins import (
@@ -57,6 +58,9 @@ logger = logging.getLogger(__name__)
 ALL_FACTS = frozenset(Fact) - {Fact.TOPIC_USAGE}
 UNKNOWN_TOPIC_RULE = "unknown-topic"
 _GLOB_CHARS = frozenset("*?[")
+# Every topic's decision, and each violation, built with every field given (no `__init__`).
+_DECISION = assembler(Decision)
+_VIOLATION = assembler(Violation)
 
 
 class _Names:
@@ -403,11 +407,11 @@ class CompiledPolicy:
                 if message is not None:
                     if type(message) is not Verbatim:
                         message = f"[{rule}] {message}"
-                    violations.append(Violation(rule, str(message), mode))
+                    violations.append(_VIOLATION(rule, str(message), mode))
         if self._plugins:
             self._run_plugins(request, cluster, name, internal, violations)
         allowed = not violations or all(v.mode is Mode.AUDIT for v in violations)
-        return Decision(name, request.action, allowed, tuple(violations), self._mode)
+        return _DECISION(name, request.action, allowed, tuple(violations), self._mode, (), (), ())
 
     def _run_plugins(
         self,

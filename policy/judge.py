@@ -56,11 +56,19 @@ from kafka_policy_proxy.policy.budgets import (
     touched,
 )
 from kafka_policy_proxy.policy.budgets import needs as budget_needs
-from kafka_policy_proxy.policy.builders import resolve
+from kafka_policy_proxy.policy.builders import FactFolder
 from kafka_policy_proxy.policy.cluster import ClusterState, InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import UNKNOWN_TOPIC_RULE
 from kafka_policy_proxy.policy.engine import CompiledPolicy
-from kafka_policy_proxy.policy.model import Action, Decision, Fact, Mode, TopicRequest, Violation
+from kafka_policy_proxy.policy.model import (
+    Action,
+    Decision,
+    Fact,
+    Mode,
+    TopicRequest,
+    Violation,
+    assembler,
+)
 
 CLUSTER_STATE_RULE = "cluster-state"
 # A reason is repeated in every topic's answer and record: bounded, so that an answer stays in
@@ -140,6 +148,10 @@ class Verdict:
     original: TopicRequest | None = None
 
 
+# Each topic's verdict, every field given (no `__init__`): one per topic of every batch.
+_VERDICT = assembler(Verdict)
+
+
 class Judgement:
     """Judging one batch of topic requests: read `query`, then `decide` (or `unavailable`)."""
 
@@ -215,9 +227,10 @@ class Judgement:
         found = self._touched
         budgets = None if found is None else BudgetBook(policy.budgets, cluster, policy.dry_run)
         waive, now = policy.exceptions.apply, self._now
+        fold = FactFolder(cluster, wanted) if wanted else None
         verdicts = []
         for index, (request, needed) in enumerate(zip(requests, self._needs, strict=True)):
-            resolved = resolve(request, cluster, wanted) if wanted else request
+            resolved = request if fold is None else fold(request)
             if not resolved.name:
                 verdicts.append(
                     Verdict(resolved, None, f"topic id {resolved.topic_id} names no known topic")
@@ -250,7 +263,7 @@ class Judgement:
                         else None,
                     )
                 if not overrides:
-                    verdicts.append(Verdict(resolved, decision))
+                    verdicts.append(_VERDICT(resolved, decision, None, None))
                 else:
                     decision = replace(decision, overrides=overrides)
                     verdicts.append(Verdict(rewritten, decision, original=resolved))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from kafka_policy_proxy.policy.usage import TopicUsage
 
 JSON = dict[str, Any]
+_T = TypeVar("_T")
 
 
 class Action(StrEnum):
@@ -106,6 +107,24 @@ class ConfigMap(dict[str, str | None]):
 
 
 EMPTY_CONFIGS = ConfigMap()
+
+
+def assembler(cls: type[_T]) -> Callable[..., _T]:
+    """A constructor of a frozen, slotted dataclass from every field's value, derived ones too,
+    in field order: it runs no `__init__` or `__post_init__` (each frozen field set through
+    `object.__setattr__` costs most of a construction), for copies whose derived fields are
+    already known. Built once per class."""
+    if "__slots__" not in vars(cls):
+        raise TypeError(f"{cls.__name__} is not a slotted dataclass")
+    setters = [getattr(cls, f.name).__set__ for f in fields(cls)]  # type: ignore[arg-type]
+    args = ", ".join(f"v{i}" for i in range(len(setters)))
+    body = "".join(f"    s{i}(o, v{i})\n" for i in range(len(setters)))
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    namespace.update((f"s{i}", setter) for i, setter in enumerate(setters))
+    exec(f"def make({args}):\n    o = new(cls)\n{body}    return o\n", namespace)
+    make: Callable[..., _T] = namespace["make"]
+    return make
+
 
 Assignment = tuple[tuple[int, tuple[int, ...]], ...]
 
@@ -221,6 +240,25 @@ class RequestedState:
         # Derived once: rules ask "was this key named?" for every config they check.
         object.__setattr__(self, "named", frozenset(c.name for c in self.changes))
 
+    def folded(
+        self,
+        partitions: int | None,
+        replication_factor: int | None,
+        assignment: Assignment,
+        configs: ConfigMap,
+    ) -> RequestedState:
+        """A copy with the facts folded in; the rest, `named` too, carried over as it is."""
+        return _REQUESTED(
+            partitions,
+            replication_factor,
+            assignment,
+            self.generated_assignment,
+            configs,
+            self.changes,
+            self.config_source,
+            self.named,
+        )
+
     @property
     def named_configs(self) -> ConfigMap:
         """The configs named in the request (name -> value as sent)."""
@@ -296,6 +334,30 @@ class TopicRequest:
         name = self.topic if self.topic is not None else self.current.name if self.current else ""
         object.__setattr__(self, "name", name)
 
+    def folded(
+        self,
+        topic: str | None,
+        topic_id: str | None,
+        requested: RequestedState,
+        current: TopicState | None,
+        usage: TopicUsage | None,
+    ) -> TopicRequest:
+        """A copy with the facts folded in (a delete by topic id learning its name, too)."""
+        name = topic if topic is not None else current.name if current else ""
+        return _TOPIC_REQUEST(
+            topic,
+            self.action,
+            self.principal,
+            topic_id,
+            self.alter_kind,
+            self.validate_only,
+            requested,
+            current,
+            self.record_offsets,
+            usage,
+            name,
+        )
+
     def to_dict(self) -> JSON:
         """Return a JSON-ready dict."""
         return {
@@ -326,6 +388,11 @@ class TopicRequest:
             current=None if current is None else TopicState.from_dict(current),
             record_offsets=tuple((int(p), int(o)) for p, o in data.get("record_offsets") or ()),
         )
+
+
+# After the classes: their slots' descriptors are what `assembler` sets.
+_REQUESTED = assembler(RequestedState)
+_TOPIC_REQUEST = assembler(TopicRequest)
 
 
 class Mode(StrEnum):

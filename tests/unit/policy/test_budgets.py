@@ -7,21 +7,37 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kafka_policy_proxy.policy.budgets import budget_for_topic, user_of
+from kafka_policy_proxy.policy.budgets import (
+    _amounts,
+    budget_for_topic,
+    change,
+    requested_state,
+    user_of,
+)
 from kafka_policy_proxy.policy.builders import (
     create_partitions_request,
     create_request,
     incremental_alter_configs_request,
+    resolve,
 )
 from kafka_policy_proxy.policy.cluster import InMemoryCluster
 from kafka_policy_proxy.policy.decision_log import DecisionRecord
 from kafka_policy_proxy.policy.engine import CompiledPolicy
 from kafka_policy_proxy.policy.judge import ClusterFacts, FactsNotRecorded, Judgement, judge
 from kafka_policy_proxy.policy.loader import PolicyError, load_policy
-from kafka_policy_proxy.policy.model import BudgetUse, Fact, Mode, Principal, TopicRequest
+from kafka_policy_proxy.policy.model import (
+    BudgetUse,
+    ConfigMap,
+    Fact,
+    Mode,
+    Principal,
+    TopicRequest,
+)
 from kafka_policy_proxy.policy.offline.recorded_facts import RecordedFacts
-from tests.unit.policy.helpers import ALICE, cluster, topic
+from tests.unit.policy.helpers import ALICE, DEFAULTS, cluster, topic
 from tests.unit.policy.test_decision_log import _record
 
 TEAM_A = Principal("User:team-a", "cli", "10.0.0.9")
@@ -362,3 +378,23 @@ def test_a_change_reads_only_the_budgets_it_can_move() -> None:
     assert Fact.BUDGET_USAGE in Judgement(partitions_only, [grow]).query.facts
     # A retention budget can (retention.bytes, or a reset to its default).
     assert Fact.BUDGET_USAGE in Judgement(both, [retention]).query.facts
+
+
+@given(
+    partitions=st.integers(-1, 9),
+    replication=st.integers(-1, 4),
+    retention=st.none() | st.sampled_from(["-1", "0", "1000", "x"]),
+    defaults=st.sampled_from([{}, DEFAULTS, {**DEFAULTS, "retention.bytes": "500"}]),
+)
+def test_a_creates_change_is_that_of_the_state_it_requests(
+    partitions: int, replication: int, retention: str | None, defaults: dict[str, str]
+) -> None:
+    """A create is counted without building its state: the same amounts as that state's."""
+    configs = [] if retention is None else [("retention.bytes", retention)]
+    request = resolve(
+        create_request("team-a.t", partitions, replication, None, configs, principal=TEAM_A),
+        InMemoryCluster(defaults=ConfigMap(defaults)),
+        {Fact.BROKER_DEFAULTS},
+    )
+    base = dict(defaults)
+    assert change(request, base) == _amounts(requested_state(request, base), base)

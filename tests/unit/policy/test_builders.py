@@ -178,3 +178,61 @@ def test_a_create_is_built_once_as_the_facts_would_rebuild_it(
     )
     assert built == builders._with_facts(raw, None, defaults)
     assert built.requested.named == builders._with_facts(raw, None, defaults).requested.named
+
+
+def _bare_requests() -> list[TopicRequest]:
+    """One request of every kind, unresolved, two creates naming the same configs."""
+    same = [("retention.ms", "1"), ("cleanup.policy", None)]
+    return [
+        builders.create_request("a", -1, -1, None, same, principal=ALICE),
+        builders.create_request("b", 2, 1, None, same, principal=ALICE),
+        builders.create_request("c", -1, 3, None, [("retention.ms", "2")], principal=ALICE),
+        builders.alter_configs_request("orders", same, principal=ALICE),
+        builders.incremental_alter_configs_request(
+            "orders", [("retention.ms", "DELETE", None)], principal=ALICE
+        ),
+        builders.create_partitions_request("orders", 9, principal=ALICE),
+        builders.reassignment_request("orders", [(0, [1, 2])], principal=ALICE),
+        builders.delete_topic_request(None, "id-orders", principal=ALICE),
+        builders.delete_topic_request("gone", principal=ALICE),
+        builders.delete_records_request("orders", [(0, 5)], principal=ALICE),
+    ]
+
+
+@given(facts=st.sets(st.sampled_from(sorted(Fact))))
+def test_a_batch_folder_gives_each_request_what_resolve_gives(facts: set[Fact]) -> None:
+    """The judge folds a batch's facts with one FactFolder: per request, exactly `resolve`,
+    the derived `name` and `named` too."""
+    state = cluster(topic("orders"))
+    fold = builders.FactFolder(state, facts)
+    for bare in _bare_requests():
+        folded, resolved = fold(bare), builders.resolve(bare, state, facts)
+        assert folded == resolved
+        assert folded.name == resolved.name
+        assert folded.requested.named == resolved.requested.named
+
+
+def test_creates_naming_the_same_configs_share_one_config_map() -> None:
+    fold = builders.FactFolder(cluster(), ALL)
+    first, second, third = (fold(r) for r in _bare_requests()[:3])
+    assert first.requested.configs is second.requested.configs
+    topic_defaults = {k: v for k, v in DEFAULTS.items() if k not in builders.BROKER_ONLY_DEFAULTS}
+    assert first.requested.configs == {**topic_defaults, "retention.ms": "1"}
+    assert third.requested.configs["retention.ms"] == "2"
+
+
+def test_creates_naming_the_same_configs_as_the_one_before_share_its_changes() -> None:
+    """A batch's creates often name the same configs: built once, and one naming others
+    in between gets its own."""
+    same = [("retention.ms", "1"), ("cleanup.policy", None)]
+    first, other, again = (
+        builders.create_request(name, 3, 3, None, configs, principal=ALICE)
+        for name, configs in [("a", same), ("b", [("retention.ms", "2")]), ("c", list(same))]
+    )
+    assert other.requested.configs == {"retention.ms": "2"}
+    assert other.requested.named == {"retention.ms"}
+    assert again.requested.changes == first.requested.changes
+    assert again.requested.named == {"retention.ms", "cleanup.policy"}
+    assert again.requested.configs == {"retention.ms": "1"}
+    repeat = builders.create_request("d", 3, 3, None, same, principal=ALICE)
+    assert repeat.requested.changes is again.requested.changes

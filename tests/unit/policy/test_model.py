@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import dataclass, fields
 
 import pytest
 from hypothesis import given
@@ -18,8 +19,10 @@ from kafka_policy_proxy.policy.model import (
     Fact,
     Mode,
     Principal,
+    RequestedState,
     TopicRequest,
     Violation,
+    assembler,
 )
 
 from .helpers import ALICE, cluster, compile_rules, topic
@@ -29,6 +32,8 @@ values = st.one_of(st.none(), st.text(max_size=8))
 configs = st.lists(st.tuples(st.sampled_from(["retention.ms", "cleanup.policy", "x"]), values))
 principals = st.builds(Principal, st.sampled_from(["User:alice", "User:ANONYMOUS"]), names, names)
 ops = st.sampled_from(["SET", "DELETE", "APPEND", "SUBTRACT"])
+# The fields RequestedState's `__init__` takes (`named` is derived).
+FIELDS = [f for f in fields(RequestedState) if f.init]
 
 
 POLICY = compile_rules(
@@ -126,3 +131,54 @@ def test_requests_are_frozen() -> None:
     request = builders.delete_topic_request("orders", principal=ALICE)
     with pytest.raises(AttributeError):
         request.topic = "other"  # type: ignore[misc]
+
+
+@given(requests())
+def test_an_assembled_request_is_the_one_init_builds_derived_fields_too(
+    request: TopicRequest,
+) -> None:
+    """`assembler` copies (what the builders and the judge fold facts with) skip `__init__`:
+    they must still equal its result field by field, `name` and `named` included."""
+    rebuilt = TopicRequest(
+        request.topic,
+        request.action,
+        request.principal,
+        request.topic_id,
+        request.alter_kind,
+        request.validate_only,
+        RequestedState(**{f.name: getattr(request.requested, f.name) for f in FIELDS}),
+        request.current,
+        request.record_offsets,
+        request.usage,
+    )
+    assert request == rebuilt
+    assert request.name == rebuilt.name
+    assert request.requested.named == rebuilt.requested.named
+    assert pickle.loads(pickle.dumps(request)) == rebuilt
+
+
+def test_folding_a_delete_by_id_gives_it_the_current_states_name() -> None:
+    bare = builders.delete_topic_request(None, "id-1", principal=ALICE)
+    current = topic("orders")
+    folded = bare.folded(None, "id-1", bare.requested, current, None)
+    assert folded.name == "orders"
+    assert folded == TopicRequest(
+        None, Action.DELETE, ALICE, "id-1", requested=bare.requested, current=current
+    )
+
+
+def test_assembled_objects_stay_frozen() -> None:
+    make = assembler(Principal)
+    principal = make("User:bob", "cli", "10.0.0.1")
+    assert principal == Principal("User:bob", "cli", "10.0.0.1")
+    with pytest.raises(AttributeError):
+        principal.name = "User:eve"  # type: ignore[misc]
+
+
+def test_only_slotted_dataclasses_are_assembled() -> None:
+    @dataclass(frozen=True)
+    class Plain:
+        name: str
+
+    with pytest.raises(TypeError, match="not a slotted dataclass"):
+        assembler(Plain)
