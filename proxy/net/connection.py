@@ -37,6 +37,7 @@ from kafka_policy_proxy.proxy.net.conversation import JUDGED_TOO_LARGE, Conversa
 from kafka_policy_proxy.proxy.net.memory_budget import PAUSE as MEMORY
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
 from kafka_policy_proxy.proxy.net.response_order import Owed
+from kafka_policy_proxy.proxy.net.spliced_body import Pipe, SplicedBody, available
 from kafka_policy_proxy.proxy.tls.broker_side import explain, not_tls
 from kafka_policy_proxy.proxy.tls.client_side import (
     CertificatePrincipalError,
@@ -52,6 +53,9 @@ log = structlog.get_logger("proxy.net.connection")
 UpstreamTarget = Callable[[], list[tuple[str, int]]]
 
 _HIGH_WATER = 4 * 1024 * 1024
+# A streamed response body with at least this much still to come moves by splice (net.splice):
+# below it, the hand-off's few syscalls cost more than the copy they save.
+SPLICE_AFTER = 64 * 1024
 # The reason to pause while this connection alone holds limits.max_connection_buffered_bytes.
 FULL = "connection-full"
 _FULL_PAUSED = MEMORY_PAUSED.labels(reason="connection_cap")
@@ -78,6 +82,7 @@ class ClientConnection(asyncio.Protocol):
         on_close: Callable[[ClientConnection], None],
         certificates: CertificatePrincipals | None = None,
         upstream_tls: ssl.SSLContext | None = None,
+        splice: bool = False,
     ) -> None:
         self.id = next(_ids)
         self.listener = listener
@@ -93,6 +98,11 @@ class ClientConnection(asyncio.Protocol):
         self._on_close = on_close
         self._certificates = certificates
         self._upstream_tls = upstream_tls
+        # Bodies move by splice(2) only between two plaintext sockets (the listener's TLS is
+        # the caller's to rule out).
+        self._splice = splice and upstream_tls is None and available()
+        self._pipe: Pipe | None = None
+        self._body: SplicedBody | None = None  # the body moving by splice now
         self._conversation: Conversation | None = None
         self._client: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
@@ -181,6 +191,47 @@ class ClientConnection(asyncio.Protocol):
             self.recount()
         else:
             self.act(conversation.broker_data(data))
+        if self._splice and conversation.streaming >= SPLICE_AFTER and self._body is None:
+            self._splice_response(conversation)
+
+    def _splice_response(self, conversation: Conversation) -> None:
+        # The rest of the response streaming now moves in the kernel (proxy/net/spliced_body.py)
+        # while the broker transport reads nothing; it reads again once the body is out.
+        client, upstream = self._client, self._upstream
+        if client is None or upstream is None:
+            return
+        count = conversation.streaming
+        if self._pipe is None:
+            self._pipe = Pipe()
+        try:
+            body = SplicedBody(
+                self._pipe,
+                _fd(upstream),
+                _fd(client),
+                count,
+                destination_clear=lambda: client.get_write_buffer_size() == 0,
+                moved_in=_TO_CLIENT.inc,
+                done=lambda reason: self._response_spliced(conversation, count, reason),
+            )
+        except OSError as exc:  # out of descriptors: this body is copied as before
+            self.log.warning("cannot splice", detail=str(exc))
+            return
+        upstream.pause_reading()
+        self._body = body
+        body.allow_reading(not (self._client_full or MEMORY in self._pauses))
+        body.start()
+
+    def _response_spliced(self, conversation: Conversation, count: int, end: str | None) -> None:
+        self._body = None
+        if end is None:
+            self.act(conversation.response_spliced(count))
+            self._read_upstream()
+        elif end.startswith("client"):
+            self.abort()
+        elif self._upstream is not None:
+            # As when the transport reads the broker's close: upstream_lost closes the client.
+            self._upstream.abort()
+        self.recount()
 
     def pause_writing(self) -> None:
         self._client_full = True
@@ -192,7 +243,9 @@ class ClientConnection(asyncio.Protocol):
 
     def _read_upstream(self) -> None:
         # Broker bytes wait while the client's write buffer is full or memory is short.
-        if self._upstream is not None:
+        if self._body is not None:  # the broker transport stays paused until the body is out
+            self._body.allow_reading(not (self._client_full or MEMORY in self._pauses))
+        elif self._upstream is not None:
             if self._client_full or MEMORY in self._pauses:
                 self._upstream.pause_reading()
             else:
@@ -237,6 +290,8 @@ class ClientConnection(asyncio.Protocol):
             held += self._client.get_write_buffer_size()
         if self._upstream is not None:
             held += self._upstream.get_write_buffer_size()
+        if self._body is not None:
+            held += self._body.in_pipe
         if held != self.held and not self.closed.done():
             delta, self.held = held - self.held, held
             if held >= self._max_buffered_bytes:
@@ -360,6 +415,7 @@ class ClientConnection(asyncio.Protocol):
     def upstream_lost(self, exc: Exception | None) -> None:
         """The broker connection ended: the client must reconnect."""
         self._upstream = None
+        self._cancel_body()
         if self._client is not None:
             if isinstance(exc, ssl.SSLError) and self._upstream_tls is not None:
                 host, port = self._broker_address
@@ -368,12 +424,22 @@ class ClientConnection(asyncio.Protocol):
                 self.log.info("broker connection closed", detail=str(exc) if exc else None)
             self._client.close()
 
+    def _cancel_body(self) -> None:
+        # The body's descriptor copies would keep both sockets open after their transports close.
+        if self._body is not None:
+            self._body.cancel()
+            self._body = None
+
     def _close_upstream(self) -> None:
+        self._cancel_body()
         if self._upstream is not None:
             self._upstream.close()
             self._upstream = None
 
     def _finish(self) -> None:
+        self._cancel_body()
+        if self._pipe is not None:
+            self._pipe.close()
         for task in self._tasks:
             task.cancel()
         if FULL in self._pauses:
@@ -425,3 +491,8 @@ class _Upstream(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._conn.resume("broker-busy")
+
+
+def _fd(transport: asyncio.Transport) -> int:
+    """The descriptor of a transport's socket."""
+    return int(transport.get_extra_info("socket").fileno())

@@ -132,6 +132,11 @@ class Conversation:
 
     # --- events ----------------------------------------------------------------------------
 
+    @property
+    def streaming(self) -> int:
+        """Bytes of the response being streamed still to come from the broker."""
+        return 0 if self.closed else self._streaming
+
     def client_passes(self, size: int) -> bool:
         """Whether a read of `size` bytes from the client lies wholly inside a request being
         streamed, with more of it to come: if so it is counted, and the caller writes it to
@@ -234,6 +239,16 @@ class Conversation:
                     break
                 self._response(frame)
             break
+        return self._actions()
+
+    def response_spliced(self, size: int) -> list[Action]:
+        """`size` bytes of the response being streamed went from the broker to the client
+        without passing through here (spliced in the kernel)."""
+        if self.closed:
+            return []
+        self._streaming -= size
+        if not self._streaming:
+            self._flush()
         return self._actions()
 
     def response_ready(self, owed: Owed, result: HookResult) -> list[Action]:

@@ -270,6 +270,7 @@ class ProxyServer:
         loop = asyncio.get_running_loop()
         limits = self._config.limits
         context = context or self._ssl
+        splice = self._config.net.splice and context is None  # TLS bytes pass through OpenSSL
 
         def factory() -> ClientConnection:
             conn: ClientConnection = ClientConnection(
@@ -285,6 +286,7 @@ class ProxyServer:
                 on_close=self._closed,
                 certificates=self._certificates,
                 upstream_tls=self._upstream_tls,
+                splice=splice,
             )
             return conn
 

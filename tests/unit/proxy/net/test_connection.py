@@ -92,7 +92,9 @@ class FakeBroker:
         )
 
 
-async def started_proxy(fake: FakeBroker, **limits: object) -> ProxyServer:
+async def started_proxy(
+    fake: FakeBroker, net: dict[str, object] | None = None, **limits: object
+) -> ProxyServer:
     """A proxy in front of the fake broker, on free ports (tried again if one was taken)."""
     for _ in range(5):
         node_port = free_port()
@@ -105,6 +107,7 @@ async def started_proxy(fake: FakeBroker, **limits: object) -> ProxyServer:
             },
             upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
             limits={"max_frame_bytes": 4096, **limits},
+            net=net or {},
             shutdown_timeout_s=2,
         )
         server = ProxyServer(config)
