@@ -37,7 +37,7 @@ from kafka_policy_proxy.proxy.net.conversation import JUDGED_TOO_LARGE, Conversa
 from kafka_policy_proxy.proxy.net.memory_budget import PAUSE as MEMORY
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
 from kafka_policy_proxy.proxy.net.response_order import Owed
-from kafka_policy_proxy.proxy.net.spliced_body import Pipe, SplicedBody, available
+from kafka_policy_proxy.proxy.net.spliced_body import SOURCE, Pipe, SplicedBody, available
 from kafka_policy_proxy.proxy.tls.broker_side import explain, not_tls
 from kafka_policy_proxy.proxy.tls.client_side import (
     CertificatePrincipalError,
@@ -62,6 +62,8 @@ _FULL_PAUSED = MEMORY_PAUSED.labels(reason="connection_cap")
 _TO_BROKER = BYTES.labels(direction="client_to_broker")
 _TO_CLIENT = BYTES.labels(direction="broker_to_client")
 _ids = itertools.count(1)
+# The reason to pause the client transport while a request body moves by splice.
+SPLICING = "splicing"
 
 
 class ClientConnection(asyncio.Protocol):
@@ -101,8 +103,9 @@ class ClientConnection(asyncio.Protocol):
         # Bodies move by splice(2) only between two plaintext sockets (the listener's TLS is
         # the caller's to rule out).
         self._splice = splice and upstream_tls is None and available()
-        self._pipe: Pipe | None = None
-        self._body: SplicedBody | None = None  # the body moving by splice now
+        self._pipes: list[Pipe] = []  # one a direction, made on first use
+        self._body: SplicedBody | None = None  # a response body moving by splice now
+        self._request_body: SplicedBody | None = None  # a request body moving by splice now
         self._conversation: Conversation | None = None
         self._client: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
@@ -170,6 +173,8 @@ class ClientConnection(asyncio.Protocol):
                 self.recount()
             else:
                 self.act(conversation.client_data(data))
+            if self._splice and conversation.to_send >= SPLICE_AFTER:
+                self._splice_request(conversation)
 
     def eof_received(self) -> bool:
         return False
@@ -201,21 +206,10 @@ class ClientConnection(asyncio.Protocol):
         if client is None or upstream is None:
             return
         count = conversation.streaming
-        if self._pipe is None:
-            self._pipe = Pipe()
-        try:
-            body = SplicedBody(
-                self._pipe,
-                _fd(upstream),
-                _fd(client),
-                count,
-                destination_clear=lambda: client.get_write_buffer_size() == 0,
-                moved_in=_TO_CLIENT.inc,
-                done=lambda reason: self._response_spliced(conversation, count, reason),
-            )
-        except OSError as exc:  # out of descriptors: this body is copied as before
-            self.log.warning("cannot splice", detail=str(exc))
+        body = self._spliced(upstream, client, count, _TO_CLIENT.inc)
+        if body is None:
             return
+        body.done = lambda end: self._response_spliced(conversation, count, end)
         upstream.pause_reading()
         self._body = body
         body.allow_reading(not (self._client_full or MEMORY in self._pauses))
@@ -226,12 +220,71 @@ class ClientConnection(asyncio.Protocol):
         if end is None:
             self.act(conversation.response_spliced(count))
             self._read_upstream()
-        elif end.startswith("client"):
-            self.abort()
-        elif self._upstream is not None:
-            # As when the transport reads the broker's close: upstream_lost closes the client.
-            self._upstream.abort()
+        else:
+            self._ended_mid_body(end, source=self._upstream, destination=self._client)
         self.recount()
+
+    def _splice_request(self, conversation: Conversation) -> None:
+        # The rest of a request no filter reads (a large Produce) moves in the kernel while the
+        # client transport reads nothing; it reads the next request once the body is out.
+        client, upstream = self._client, self._upstream
+        if client is None or upstream is None or self._request_body is not None:
+            return
+        count = conversation.to_send
+        body = self._spliced(client, upstream, count, _TO_BROKER.inc)
+        if body is None:
+            return
+        body.done = lambda end: self._request_spliced(conversation, count, end)
+        self.pause(SPLICING)
+        self._request_body = body
+        body.allow_reading(self._pauses == {SPLICING})
+        body.start()
+
+    def _request_spliced(self, conversation: Conversation, count: int, end: str | None) -> None:
+        self._request_body = None
+        if end is None:
+            self.act(conversation.request_spliced(count))
+            self.resume(SPLICING)
+        else:
+            self._ended_mid_body(end, source=self._client, destination=self._upstream)
+        self.recount()
+
+    def _spliced(
+        self,
+        source: asyncio.Transport,
+        destination: asyncio.Transport,
+        count: int,
+        moved_in: Callable[[int], None],
+    ) -> SplicedBody | None:
+        # A body to move, with its own pipe (a response and a request may move at once).
+        busy = {b._pipe for b in (self._body, self._request_body) if b is not None}
+        pipe = next((p for p in self._pipes if p not in busy), None)
+        if pipe is None:
+            pipe = Pipe()
+            self._pipes.append(pipe)
+        try:
+            return SplicedBody(
+                pipe,
+                _fd(source),
+                _fd(destination),
+                count,
+                destination_clear=lambda: destination.get_write_buffer_size() == 0,
+                moved_in=moved_in,
+            )
+        except OSError as exc:  # out of descriptors: this body is copied as before
+            self.log.warning("cannot splice", detail=str(exc))
+            return None
+
+    def _ended_mid_body(
+        self, end: str, *, source: asyncio.Transport | None, destination: asyncio.Transport | None
+    ) -> None:
+        # As when the transport that ends sees it itself: connection_lost closes the other side
+        # (and logs a client that closed mid-frame).
+        side = source if end.startswith(SOURCE) else destination
+        if side is self._client:
+            self.abort()
+        elif side is not None:
+            side.abort()
 
     def pause_writing(self) -> None:
         self._client_full = True
@@ -290,8 +343,9 @@ class ClientConnection(asyncio.Protocol):
             held += self._client.get_write_buffer_size()
         if self._upstream is not None:
             held += self._upstream.get_write_buffer_size()
-        if self._body is not None:
-            held += self._body.in_pipe
+        for body in (self._body, self._request_body):
+            if body is not None:
+                held += body.in_pipe
         if held != self.held and not self.closed.done():
             delta, self.held = held - self.held, held
             if held >= self._max_buffered_bytes:
@@ -425,10 +479,11 @@ class ClientConnection(asyncio.Protocol):
             self._client.close()
 
     def _cancel_body(self) -> None:
-        # The body's descriptor copies would keep both sockets open after their transports close.
-        if self._body is not None:
-            self._body.cancel()
-            self._body = None
+        # The bodies' descriptor copies would keep both sockets open after their transports close.
+        for body in (self._body, self._request_body):
+            if body is not None:
+                body.cancel()
+        self._body = self._request_body = None
 
     def _close_upstream(self) -> None:
         self._cancel_body()
@@ -438,8 +493,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _finish(self) -> None:
         self._cancel_body()
-        if self._pipe is not None:
-            self._pipe.close()
+        for pipe in self._pipes:
+            pipe.close()
         for task in self._tasks:
             task.cancel()
         if FULL in self._pauses:
@@ -462,6 +517,7 @@ class ClientConnection(asyncio.Protocol):
         self._pauses.add(reason)
         if reason == MEMORY:
             self._read_upstream()
+        self._read_request_body()
 
     def resume(self, reason: str) -> None:
         """Drop one reason to pause; read the client again when none is left."""
@@ -470,6 +526,12 @@ class ClientConnection(asyncio.Protocol):
             self._client.resume_reading()
         if reason == MEMORY:
             self._read_upstream()
+        self._read_request_body()
+
+    def _read_request_body(self) -> None:
+        # A request body moving by splice reads the client while nothing else stops reading it.
+        if self._request_body is not None:
+            self._request_body.allow_reading(self._pauses == {SPLICING})
 
 
 class _Upstream(asyncio.Protocol):

@@ -137,6 +137,11 @@ class Conversation:
         """Bytes of the response being streamed still to come from the broker."""
         return 0 if self.closed else self._streaming
 
+    @property
+    def to_send(self) -> int:
+        """Bytes of the request being streamed still to come from the client."""
+        return 0 if self.closed else self._sending
+
     def client_passes(self, size: int) -> bool:
         """Whether a read of `size` bytes from the client lies wholly inside a request being
         streamed, with more of it to come: if so it is counted, and the caller writes it to
@@ -249,6 +254,19 @@ class Conversation:
         self._streaming -= size
         if not self._streaming:
             self._flush()
+        return self._actions()
+
+    def request_spliced(self, size: int) -> list[Action]:
+        """`size` bytes of the request being streamed went from the client to the broker
+        without passing through here (spliced in the kernel)."""
+        if self.closed:
+            return []
+        self._sending -= size
+        if self._draining and not self._sending:
+            # The request read on past the drain is complete: read nothing after it.
+            self._effects.append(StopReading())
+            if not self._order.owing:
+                self._close(None)
         return self._actions()
 
     def response_ready(self, owed: Owed, result: HookResult) -> list[Action]:

@@ -1,15 +1,17 @@
 """The body of a pass-through frame moved socket to socket in the kernel, with splice(2).
 
-Kafka's data path needs each response's correlation id (and each request's header), never the
+Kafka's data path needs each response's correlation id and each request's header, never the
 record bytes behind them. Once the conversation has read the head of a large response that
-passes through untouched, the rest of it (`count` bytes) goes from the broker socket into a
-pipe and from the pipe to the client socket with `os.splice`: never copied into Python.
+passes through untouched (a Fetch, mostly), or the header of a large request no filter reads
+(a Produce), the rest of it (`count` bytes) goes from the source socket into a pipe and from
+the pipe to the destination socket with `os.splice`: never copied into Python.
 
 The hand-off, on plaintext connections only (TLS bytes must pass through OpenSSL):
-- The connection pauses the broker transport's reading, so the transport reads nothing more
-  and the body's bytes wait in the socket. The transports stay open and own their sockets;
-  while the body moves the broker transport is paused and the client transport has nothing
-  to write (the conversation writes nothing into the middle of a response being streamed).
+- The connection pauses the source transport's reading (the broker's for a response, the
+  client's for a request), so it reads nothing more and the body's bytes wait in the socket.
+  The transports stay open and own their sockets; while the body moves the destination
+  transport has nothing to write (the conversation writes nothing into the middle of a frame
+  being streamed, and nothing is read that could make it).
 - The body is moved on `os.dup` copies of the two descriptors: the event loop refuses reader
   and writer callbacks on a descriptor a transport owns, and the copies name the same
   sockets. Readiness is driven by the loop's own `add_reader` (source) and `add_writer`
@@ -17,15 +19,18 @@ The hand-off, on plaintext connections only (TLS bytes must pass through OpenSSL
   two steps. Every splice is SPLICE_F_NONBLOCK on non-blocking sockets: EAGAIN arms the
   callback and returns; one step moves at most STEP_BYTES, so a fast pair cannot starve
   the others.
-- The first byte is written only once the client transport's write buffer is empty (the
-  head of the response went there), so the client reads the bytes in order.
+- The first byte is written only once the destination transport's write buffer is empty
+  (the head of the frame went there), so the bytes arrive in order.
 - Back-pressure: the pipe holds at most its capacity; while it is full, or the connection
-  says not to read (slow client, memory budget), the source is not read, so the broker's
-  TCP window closes as it does for a paused transport. The bytes in the pipe are reported
-  (`in_pipe`) and charged to the memory budget like a write buffer.
+  says not to read (a slow client, the memory budget), the source is not read, so the
+  sender's TCP window closes as it does for a paused transport. The bytes in the pipe are
+  reported (`in_pipe`) and charged to the memory budget like a write buffer; the bytes read
+  are counted (`moved_in`: the byte counters).
 - It ends when all `count` bytes are in the destination (`done(None)`), or when the source
-  closes or fails mid-body (what was read is written out first, then `done(reason)`), or
-  when the destination fails (`done(reason)` at once). The copies are closed then, or by
+  closes or fails mid-body (what was read is written out first, then `done(reason)`, the
+  reason starting with SOURCE), or when the destination fails (`done(reason)` at once,
+  starting with DESTINATION). The connection then aborts the side that ended, as if its
+  transport had seen it. The copies are closed then, or by
   `cancel`, which every close path of the connection calls: a copy would keep its socket
   open after the transport closed it.
 """
@@ -44,6 +49,9 @@ PIPE_BYTES = 1 << 20
 STEP_BYTES = 4 << 20
 _IN_FLAGS = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
 _OUT_FLAGS = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
+# How the reason `done` is given starts: which side ended the body.
+SOURCE = "source"
+DESTINATION = "destination"
 
 
 def available() -> bool:
@@ -90,7 +98,6 @@ class SplicedBody:
         *,
         destination_clear: Callable[[], bool],
         moved_in: Callable[[int], None],
-        done: Callable[[str | None], None],
     ) -> None:
         self._loop = asyncio.get_running_loop()
         pipe.open()
@@ -101,7 +108,7 @@ class SplicedBody:
         self.in_pipe = 0
         self._clear = destination_clear  # the destination transport has nothing buffered
         self._moved_in = moved_in  # told how many bytes each read took (the byte counters)
-        self._done = done
+        self.done: Callable[[str | None], None] = _nobody  # told how it ended; set before start
         self._reading_allowed = True
         self._source_end: str | None = None  # why the source ended before `count`
         self._reader = self._writer = False
@@ -144,7 +151,7 @@ class SplicedBody:
                     except BlockingIOError:
                         want_write = True
                     except OSError as exc:
-                        self._finish(f"client: {exc.strerror or exc}")
+                        self._finish(f"{DESTINATION}: {exc.strerror or exc}")
                         return
                     else:
                         self.in_pipe -= n
@@ -159,10 +166,10 @@ class SplicedBody:
                 except BlockingIOError:
                     want_read = True
                 except OSError as exc:
-                    self._source_end = f"broker: {exc.strerror or exc}"
+                    self._source_end = f"{SOURCE}: {exc.strerror or exc}"
                 else:
                     if n == 0:
-                        self._source_end = "broker closed mid-body"
+                        self._source_end = f"{SOURCE} closed mid-body"
                     else:
                         self.left -= n
                         self.in_pipe += n
@@ -204,4 +211,8 @@ class SplicedBody:
 
     def _finish(self, reason: str | None) -> None:
         self.cancel()
-        self._done(reason)
+        self.done(reason)
+
+
+def _nobody(end: str | None) -> None:
+    """The default `done`: nobody listens."""
