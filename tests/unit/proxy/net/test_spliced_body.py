@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from prometheus_client import REGISTRY
 
-from kafka_policy_proxy.codec.header import peek_request_header, response_header
+from kafka_policy_proxy.codec.header import peek_request_header, produce_acks, response_header
 from kafka_policy_proxy.proxy.net import spliced_body
 from kafka_policy_proxy.proxy.net.connection import ClientConnection, framed
 from kafka_policy_proxy.proxy.runtime.server import ProxyServer
@@ -29,8 +29,10 @@ from tests.unit.proxy.net.test_connection import (
 
 pytestmark = pytest.mark.skipif(not spliced_body.available(), reason="no splice(2) here")
 
+PRODUCE = 0  # answered "ok" (unless acks=0)
 FETCH = 1  # answered with the body size the request asks for
 LIST_OFFSETS = 2  # answered at once, small
+METADATA = 3
 MIB = 1 << 20
 
 
@@ -49,15 +51,25 @@ class BodyBroker:
         self.socket = listening_socket()
         self.port = int(self.socket.getsockname()[1])
         self.writers: list[asyncio.StreamWriter] = []
+        self.requests: list[bytes] = []  # every request frame, after its size
+        self.ended_mid_frame = 0  # connections closed inside a request frame
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.append(writer)
         try:
             while True:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
-                frame = await reader.readexactly(size)
+                try:
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError:
+                    self.ended_mid_frame += 1
+                    raise
                 header = peek_request_header(frame)
+                if header.api_key != METADATA:  # the proxy's own, at start
+                    self.requests.append(frame)
                 reply = response_header(header.correlation_id, header.api_key, header.api_version)
+                if header.api_key == PRODUCE and produce_acks(frame, header) == 0:
+                    continue
                 if header.api_key != FETCH:
                     writer.write(framed(reply, b"ok"))
                     continue
@@ -324,3 +336,82 @@ def small_buffers(transport: asyncio.BaseTransport, which: int) -> None:
 async def _connection(server: ProxyServer) -> ClientConnection:
     await until(lambda: len(server._connections) == 1, "no connection")
     return only(server)
+
+
+def produce(correlation_id: int, size: int, acks: int = 1) -> bytes:
+    """A Produce v9 whose records are `size` bytes the proxy never reads (nor does the fake)."""
+    body = b"\x00" + struct.pack(">hi", acks, 1000) + body_of(size, correlation_id)
+    return request(PRODUCE, 9, correlation_id, body)
+
+
+def to_broker() -> float:
+    return REGISTRY.get_sample_value("kpp_bytes_total", {"direction": "client_to_broker"}) or 0
+
+
+async def test_a_large_produce_is_spliced_byte_exact(broker: BodyBroker) -> None:
+    server = await proxy_for(broker, max_frame_bytes=64 * MIB)
+    before = to_broker()
+    try:
+        reader, writer = await connect(server)
+        frames = [produce(1, 9 * MIB + 3), produce(2, 100), produce(3, 2 * MIB, acks=0)]
+        writer.write(b"".join(frames) + request(LIST_OFFSETS, 5, 4))
+        assert [(await read_response(reader))[0] for _ in range(3)] == [1, 2, 4]  # acks=0: none
+        await until(lambda: len(broker.requests) == 4, "requests missing at the broker")
+        assert broker.requests[:3] == [f[4:] for f in frames]
+        assert any(p.read_fd >= 0 for p in only(server)._pipes), "copied, not spliced"
+        assert to_broker() - before == sum(map(len, frames)) + len(request(LIST_OFFSETS, 5, 4))
+        await until(lambda: only(server).held == 0 and server.budget.used == 0, "budget held")
+        writer.close()
+    finally:
+        await server.shutdown()
+
+
+async def test_produce_and_fetch_bodies_move_at_once(broker: BodyBroker) -> None:
+    server = await proxy_for(broker, max_frame_bytes=64 * MIB)
+    try:
+        reader, writer = await connect(server)
+        writer.write(fetch(1, 16 * MIB) + produce(2, 16 * MIB) + fetch(3, 8 * MIB))
+        got = [await read_response(reader) for _ in range(3)]
+        assert [c for c, _ in got] == [1, 2, 3]
+        assert got[0][1][1:] == body_of(16 * MIB, 1) and got[2][1][1:] == body_of(8 * MIB, 3)
+        assert broker.requests[1] == produce(2, 16 * MIB)[4:]
+        writer.close()
+    finally:
+        await server.shutdown()
+
+
+async def test_a_client_closing_mid_produce_closes_the_broker_side(broker: BodyBroker) -> None:
+    server = await proxy_for(broker, max_frame_bytes=64 * MIB)
+    try:
+        fds = open_fds()
+        _reader, writer = await connect(server)
+        frame = produce(1, 32 * MIB)
+        writer.write(frame[: len(frame) // 2])
+        conn = await _connection(server)
+        await until(lambda: conn._request_body is not None, "no splice started")
+        await writer.drain()
+        writer.transport.abort()
+        await until(lambda: not server._connections, "the connection stayed open")
+        await until(lambda: broker.ended_mid_frame == 1, "the broker side stayed open")
+        assert broker.requests == []
+        await until(lambda: open_fds() <= fds, "descriptors leaked")
+    finally:
+        await server.shutdown()
+
+
+async def test_drain_finishes_a_spliced_produce_then_closes(
+    broker: BodyBroker,
+) -> None:
+    server = await proxy_for(broker, max_frame_bytes=64 * MIB)
+    reader, writer = await connect(server)
+    frame = produce(1, 32 * MIB)
+    writer.write(frame[: len(frame) // 2])
+    conn = await _connection(server)
+    await until(lambda: conn._request_body is not None, "no splice started")
+    shutting = asyncio.ensure_future(server.shutdown())
+    await asyncio.sleep(0.1)
+    writer.write(frame[len(frame) // 2 :])
+    assert (await read_response(reader))[0] == 1
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert broker.requests == [frame[4:]]
+    await shutting
