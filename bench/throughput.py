@@ -391,9 +391,9 @@ def run_rounds(
             bootstrap = targets[target]
             client = clients.get(target, {})
             config = client.get("properties")
+            _turn(proxies.get(target), "start_turn")
             topic = create_topic(bootstrap, args.partitions, client)
             r = results[target]
-            _turn(proxies.get(target), "start_turn")
             pid = proxies[target].process.pid if target in proxies else None
             before = 0.0 if pid is None else cpu_seconds(pid)
             r["produce_rps"].append(perf_produce(kafka, bootstrap, topic, args.records, config))
