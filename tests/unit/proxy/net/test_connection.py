@@ -93,7 +93,10 @@ class FakeBroker:
 
 
 async def started_proxy(
-    fake: FakeBroker, net: dict[str, object] | None = None, **limits: object
+    fake: FakeBroker,
+    net: dict[str, object] | None = None,
+    tls: dict[str, object] | None = None,
+    **limits: object,
 ) -> ProxyServer:
     """A proxy in front of the fake broker, on free ports (tried again if one was taken)."""
     for _ in range(5):
@@ -104,6 +107,7 @@ async def started_proxy(
                 "advertised_host": "127.0.0.1",
                 "bootstrap_port": free_port(),
                 "broker_port_base": node_port - 1,
+                **({"tls": tls} if tls else {}),
             },
             upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
             limits={"max_frame_bytes": 4096, **limits},

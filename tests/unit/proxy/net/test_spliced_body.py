@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 import statistics
 import struct
 import time
@@ -26,6 +27,7 @@ from tests.unit.proxy.net.test_connection import (
     request,
     started_proxy,
 )
+from tests.unit.proxy.tls_certs import TlsCerts, tls_certs_fixture  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not spliced_body.available(), reason="no splice(2) here")
 
@@ -415,3 +417,25 @@ async def test_drain_finishes_a_spliced_produce_then_closes(
     assert await asyncio.wait_for(reader.read(), 5) == b""
     assert broker.requests == [frame[4:]]
     await shutting
+
+
+async def test_a_tls_listener_keeps_the_copying_path(
+    broker: BodyBroker, tls_certs: TlsCerts
+) -> None:
+    # TLS bytes must pass through OpenSSL: net.splice does not apply to a TLS listener.
+    tls = {"cert_file": str(tls_certs.server_cert), "key_file": str(tls_certs.server_key)}
+    server = await started_proxy(broker, net={"splice": True}, tls=tls)  # type: ignore[arg-type]
+    try:
+        host, port = server.bootstrap_address.split(":")
+        client = ssl.create_default_context(cafile=str(tls_certs.ca))
+        reader, writer = await asyncio.open_connection(
+            host, int(port), ssl=client, server_hostname="localhost"
+        )
+        writer.write(fetch(1, 4 * MIB))
+        correlation_id, body = await read_response(reader)
+        assert correlation_id == 1 and body[1:] == body_of(4 * MIB, 1)
+        conn = only(server)
+        assert not conn._splice and not conn._pipes
+        writer.close()
+    finally:
+        await server.shutdown()
