@@ -20,6 +20,7 @@ from kafka_policy_proxy.proxy.metrics import (
     BYTES,
     MEMORY_CLOSES,
     MEMORY_PAUSED,
+    SPLICED_BYTES,
     UPSTREAM_CONNECT_FAILURES,
     count_request,
 )
@@ -61,6 +62,8 @@ FULL = "connection-full"
 _FULL_PAUSED = MEMORY_PAUSED.labels(reason="connection_cap")
 _TO_BROKER = BYTES.labels(direction="client_to_broker")
 _TO_CLIENT = BYTES.labels(direction="broker_to_client")
+_SPLICED_TO_BROKER = SPLICED_BYTES.labels(direction="client_to_broker")
+_SPLICED_TO_CLIENT = SPLICED_BYTES.labels(direction="broker_to_client")
 _ids = itertools.count(1)
 # The reason to pause the client transport while a request body moves by splice.
 SPLICING = "splicing"
@@ -206,7 +209,7 @@ class ClientConnection(asyncio.Protocol):
         if client is None or upstream is None:
             return
         count = conversation.streaming
-        body = self._spliced(upstream, client, count, _TO_CLIENT.inc)
+        body = self._spliced(upstream, client, count, _spliced_to_client)
         if body is None:
             return
         body.done = lambda end: self._response_spliced(conversation, count, end)
@@ -231,7 +234,7 @@ class ClientConnection(asyncio.Protocol):
         if client is None or upstream is None or self._request_body is not None:
             return
         count = conversation.to_send
-        body = self._spliced(client, upstream, count, _TO_BROKER.inc)
+        body = self._spliced(client, upstream, count, _spliced_to_broker)
         if body is None:
             return
         body.done = lambda end: self._request_spliced(conversation, count, end)
@@ -558,3 +561,15 @@ class _Upstream(asyncio.Protocol):
 def _fd(transport: asyncio.Transport) -> int:
     """The descriptor of a transport's socket."""
     return int(transport.get_extra_info("socket").fileno())
+
+
+def _spliced_to_client(size: int) -> None:
+    """Count bytes a response body moved by splice."""
+    _TO_CLIENT.inc(size)
+    _SPLICED_TO_CLIENT.inc(size)
+
+
+def _spliced_to_broker(size: int) -> None:
+    """Count bytes a request body moved by splice."""
+    _TO_BROKER.inc(size)
+    _SPLICED_TO_BROKER.inc(size)
