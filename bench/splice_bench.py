@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--port-base", type=int, default=19380)
     args = parser.parse_args()
     base = args.port_base
-    broker = FakeBroker(base, args.body_mib * MIB)
+    FakeBroker(base, args.body_mib * MIB)  # serves from its own threads until exit
     work = Path(tempfile.mkdtemp(prefix="kpp-splice-bench-"))
     limits = {"max_frame_bytes": args.body_mib * MIB + MIB}
     targets: dict[str, tuple[int, Any]] = {}
@@ -194,7 +194,7 @@ def main() -> None:
     }
     gb = args.gib * 2**30 / 1e9
     try:
-        for name, (port, _) in targets.items():  # warm-up
+        for port, _ in targets.values():  # warm-up
             move(port, 0.1, args.body_mib)
         names = list(targets)
         for round_ in range(args.rounds):
@@ -217,15 +217,16 @@ def main() -> None:
         for _, target in targets.values():
             target.stop()
     print(
-        "| path | CPU s per GB (fetch + produce), median | per round | fetch GB/s | produce GB/s | peak RSS MB |"
+        "| path | CPU s per GB (fetch + produce), median | per round | fetch GB/s | produce GB/s "
+        "| peak RSS MB |"
     )
     print("|---|---|---|---|---|---|")
     for name, r in results.items():
         cpu = r["cpu_s_per_gb"]
         print(
             f"| {name} | {statistics.median(cpu):.3f} | {', '.join(f'{c:.3f}' for c in cpu)} | "
-            f"{statistics.median(r['fetch_gb_s']):.2f} | {statistics.median(r['produce_gb_s']):.2f} | "
-            f"{rss[name]:.0f} |"
+            f"{statistics.median(r['fetch_gb_s']):.2f} | "
+            f"{statistics.median(r['produce_gb_s']):.2f} | {rss[name]:.0f} |"
         )
     print(json.dumps({"args": vars(args), "raw": results}), file=sys.stderr)
 
