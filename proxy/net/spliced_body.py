@@ -103,7 +103,11 @@ class SplicedBody:
         pipe.open()
         self._pipe = pipe
         self._source = os.dup(source)
-        self._destination = os.dup(destination)
+        try:
+            self._destination = os.dup(destination)
+        except OSError:
+            os.close(self._source)
+            raise
         self.left = count  # still to read from the source
         self.in_pipe = 0
         self._clear = destination_clear  # the destination transport has nothing buffered
@@ -186,8 +190,13 @@ class SplicedBody:
             want_read = want_read or bool(self.left and self._source_end is None)
             want_write = want_write or bool(self.in_pipe)
         space = pipe.capacity - self.in_pipe
+        # Never watch a source with nothing left to read: what it has now is the next frame's,
+        # and a readable source would call back without end.
         self._watch(
-            want_read and bool(space) and self._reading_allowed and self._source_end is None,
+            want_read
+            and bool(self.left and space)
+            and self._reading_allowed
+            and self._source_end is None,
             want_write,
         )
 

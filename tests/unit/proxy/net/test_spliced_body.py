@@ -439,3 +439,30 @@ async def test_a_tls_listener_keeps_the_copying_path(
         writer.close()
     finally:
         await server.shutdown()
+
+
+async def test_a_body_read_whole_waits_for_its_client_without_spinning(
+    broker: BodyBroker,
+) -> None:
+    # The body is all in the pipe and the client reads nothing; the next response is already
+    # at the broker socket: the proxy must not keep waking up for it.
+    server = await proxy_for(broker)
+    try:
+        reader, writer = await connect(server)
+        conn = await _connection(server)
+        assert conn._client is not None
+        small_buffers(conn._client, socket.SO_SNDBUF)
+        small_buffers(writer.transport, socket.SO_RCVBUF)
+        writer.transport.pause_reading()
+        writer.write(fetch(1, 1200 * 1024) + fetch(2, 10))
+        await until(lambda: conn._body is not None and conn._body.left == 0, "not read whole")
+        await asyncio.sleep(0.2)
+        cpu = time.process_time()
+        await asyncio.sleep(1)
+        assert time.process_time() - cpu < 0.3, "the loop spun while the client read nothing"
+        writer.transport.resume_reading()
+        assert (await read_response(reader))[0] == 1
+        assert await read_response(reader) == (2, b"\x00" + body_of(10, 2))
+        writer.close()
+    finally:
+        await server.shutdown()
