@@ -178,24 +178,22 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kpp-splice-bench-"))
     limits = {"max_frame_bytes": args.body_mib * MIB + MIB}
     targets: dict[str, tuple[int, Any]] = {}
-    for name, port, splice in (
-        ("proxy, copying", base + 10, False),
-        ("proxy, splice", base + 20, True),
-    ):
-        workdir = work / str(port)
-        workdir.mkdir()
-        extra = {"net": {"splice": splice}, "limits": limits}
-        proxy = ProxyProcess(workdir, f"127.0.0.1:{base}", port, port, extra)
-        targets[name] = (port, proxy)
-    targets["uvloop relay"] = (base + 1, Relay("relay.py", base + 1, base))
-    targets["splice relay"] = (base + 2, Relay("splice_relay.py", base + 2, base))
-    results: dict[str, dict[str, list[float]]] = {
-        t: {"cpu_s_per_gb": [], "fetch_gb_s": [], "produce_gb_s": []} for t in targets
-    }
     gb = args.gib * 2**30 / 1e9
+    results: dict[str, dict[str, list[float]]] = {}
     try:
+        for name, port, splice in (
+            ("proxy, copying", base + 10, False),
+            ("proxy, splice", base + 20, True),
+        ):
+            workdir = work / str(port)
+            workdir.mkdir()
+            extra = {"net": {"splice": splice}, "limits": limits}
+            targets[name] = (port, ProxyProcess(workdir, f"127.0.0.1:{base}", port, port, extra))
+        targets["uvloop relay"] = (base + 1, Relay("relay.py", base + 1, base))
+        targets["splice relay"] = (base + 2, Relay("splice_relay.py", base + 2, base))
+        results = {t: {"cpu_s_per_gb": [], "fetch_gb_s": [], "produce_gb_s": []} for t in targets}
         for port, _ in targets.values():  # warm-up
-            move(port, 0.1, args.body_mib)
+            move(port, min(0.1, args.gib), args.body_mib)
         names = list(targets)
         for round_ in range(args.rounds):
             shift = round_ % len(names)
