@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kafka_policy_proxy.proxy.config import ConfigError, load_config
+from kafka_policy_proxy.proxy.config import ConfigError, NetConfig, load_config
 
 UPSTREAM = {"bootstrap_servers": ["kafka:9092"]}
 
@@ -32,3 +32,8 @@ def test_a_bad_net_key_is_refused_by_name(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(write(tmp_path, net))
+
+
+def test_the_example_config_states_the_default() -> None:
+    example = load_config(Path(__file__).parents[3] / "examples" / "proxy.yaml")
+    assert example.net == NetConfig()
