@@ -355,7 +355,7 @@ def main() -> None:
         port_stride=ports.stride,
         relay_ports=relay_ports,
     )
-    kafka.up(timeout=180)
+    kafka.up(timeout=420)
     proxies: dict[str, Any] = {}
     try:
         direct, clients = start_targets(args, work, kafka, proxies)
