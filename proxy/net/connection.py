@@ -54,8 +54,8 @@ log = structlog.get_logger("proxy.net.connection")
 UpstreamTarget = Callable[[], list[tuple[str, int]]]
 
 _HIGH_WATER = 4 * 1024 * 1024
-# A streamed response body with at least this much still to come moves by splice (net.splice):
-# below it, the hand-off's few syscalls cost more than the copy they save.
+# A streamed body (response or request) with at least this much still to come moves by splice
+# (net.splice): below it, the hand-off's few syscalls cost more than the copy they save.
 SPLICE_AFTER = 64 * 1024
 # The reason to pause while this connection alone holds limits.max_connection_buffered_bytes.
 FULL = "connection-full"
@@ -260,7 +260,7 @@ class ClientConnection(asyncio.Protocol):
         moved_in: Callable[[int], None],
     ) -> SplicedBody | None:
         # A body to move, with its own pipe (a response and a request may move at once).
-        busy = {b._pipe for b in (self._body, self._request_body) if b is not None}
+        busy = {b.pipe for b in (self._body, self._request_body) if b is not None}
         pipe = next((p for p in self._pipes if p not in busy), None)
         if pipe is None:
             pipe = Pipe()

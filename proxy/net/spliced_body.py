@@ -101,7 +101,7 @@ class SplicedBody:
     ) -> None:
         self._loop = asyncio.get_running_loop()
         pipe.open()
-        self._pipe = pipe
+        self.pipe = pipe
         self._source = os.dup(source)
         try:
             self._destination = os.dup(destination)
@@ -140,7 +140,7 @@ class SplicedBody:
     def _step(self) -> None:
         moved = 0
         want_read = want_write = False
-        pipe = self._pipe
+        pipe = self.pipe
         writable = self._clear()
         while moved < STEP_BYTES:
             progress = 0
