@@ -5,7 +5,8 @@ Run from the repository's root, on a lake that `pipeline ingest` wrote:
     .venv/bin/python -m bench.report_stages LAKE [--out DIR] [--master local[2]]
 
 CPU seconds count the driver, its JVM and its Python workers (from /proc), so they hold
-better than wall time on a loaded machine. Stages: the session, planning and listing the
+better than wall time on a loaded machine; a process that exits within a stage (an idle
+Python worker) is not counted. Stages: the session, planning and listing the
 rollups, summing each rollup table and collecting it, the facts, and the page. It prints one
 JSON object: {stage: [wall_s, cpu_s]}.
 """
@@ -24,8 +25,9 @@ from typing import Any
 _TICKS = os.sysconf("SC_CLK_TCK")  # /proc counts CPU time in clock ticks
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds (user and system) used so far by `root` and every process under it."""
+def tree_cpu(root: int) -> dict[int, float]:
+    """CPU seconds (user and system, with reaped children's) used so far by `root` and each
+    process under it, by pid."""
     children: dict[int, list[tuple[int, list[str]]]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -35,20 +37,28 @@ def tree_cpu(root: int) -> float:
         except OSError:
             continue  # gone since the listing
         children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
-    total = 0.0
+    own = os.times()
+    used = {root: own.user + own.system + own.children_user + own.children_system}
     todo = [root]
     while todo:
         for pid, fields in children.get(todo.pop(), ()):
-            total += sum(int(f) for f in fields[11:15]) / _TICKS
+            used[pid] = sum(int(f) for f in fields[11:15]) / _TICKS
             todo.append(pid)
-    own = os.times()
-    return total + own.user + own.system
+    return used
+
+
+def used_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the processes alive at `after` used since `before`."""
+    # Per process: Spark's Python workers are reaped without their time reaching a parent
+    # (SIGCHLD ignored), so a sum over the tree would drop when one exits.
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def _timed(stages: dict[str, list[float]], name: str, call: Callable[[], Any]) -> Any:
     cpu, wall = tree_cpu(os.getpid()), time.perf_counter()
     result = call()
-    stages[name] = [round(time.perf_counter() - wall, 1), round(tree_cpu(os.getpid()) - cpu, 1)]
+    spent = used_since(cpu, tree_cpu(os.getpid()))
+    stages[name] = [round(time.perf_counter() - wall, 1), round(spent, 1)]
     return result
 
 

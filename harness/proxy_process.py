@@ -68,8 +68,15 @@ class ProxyProcess:
             stderr=subprocess.STDOUT,
             env=None if env is None else {**os.environ, **env},
         )
-        wait_for_port(bootstrap_port)
-        self._wait_for_log("proxy ready")
+        try:
+            # Generous: on a loaded machine importing the proxy alone can take tens of seconds.
+            wait_for_port(bootstrap_port, timeout=60.0)
+            self._wait_for_log("proxy ready")
+        except BaseException:
+            self.process.kill()  # a proxy that failed to start is not left running
+            self.process.wait()
+            self._log.close()
+            raise
 
     def node_port(self, node_id: int) -> int:
         """The proxy listener that serves a broker node."""

@@ -383,6 +383,8 @@ def test_the_report_stages_bench_times_each_stage(spark: SparkSession, built: La
     stages = report_stages(spark, built.lake, str(built.root / "stages"))
     rollup_stages = {f"_collect:{name}" for name in (HOURS, TOPICS, WAIVERS, BUDGETS, LINES)}
     assert set(stages) == {"_frames", "report_facts", "report_page", "report"} | rollup_stages
-    assert all(wall >= 0 and cpu >= 0 for wall, cpu in stages.values()), stages
-    assert stages["report"][1] > 0, stages  # the CPU of the process tree was counted
+    # Counted per process: a Python worker of an earlier test reaped meanwhile (its time
+    # reaching no parent) must not make a stage's CPU negative.
+    assert all(cpu >= 0 for _, cpu in stages.values()), stages
+    assert stages["report"][1] > 0, stages
     assert (built.root / "stages" / "summary.json").is_file()
