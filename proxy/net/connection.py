@@ -35,6 +35,7 @@ from kafka_policy_proxy.proxy.net.actions import (
     StopReading,
 )
 from kafka_policy_proxy.proxy.net.conversation import JUDGED_TOO_LARGE, Conversation
+from kafka_policy_proxy.proxy.net.frame_sized_reads import FrameSizedReads
 from kafka_policy_proxy.proxy.net.memory_budget import PAUSE as MEMORY
 from kafka_policy_proxy.proxy.net.memory_budget import MemoryBudget
 from kafka_policy_proxy.proxy.net.response_order import Owed
@@ -119,6 +120,16 @@ class ClientConnection(asyncio.Protocol):
         self.closed = asyncio.get_running_loop().create_future()
         self.log = log
 
+    def reader(self) -> asyncio.BaseProtocol:
+        """The protocol the client transport drives: this connection, behind reads sized to
+        frame boundaries while bodies may move by splice (so that they are still in the
+        socket when their header has been read)."""
+        if not self._splice:
+            return self
+        return FrameSizedReads(
+            self, lambda: 0 if self._conversation is None else self._conversation.request_rest
+        )
+
     def tls_object(self) -> ssl.SSLObject | None:
         """The client side's TLS object (after the handshake), or None without TLS."""
         return None if self._client is None else self._client.get_extra_info("ssl_object")
@@ -176,8 +187,8 @@ class ClientConnection(asyncio.Protocol):
                 self.recount()
             else:
                 self.act(conversation.client_data(data))
-            if self._splice and conversation.to_send >= SPLICE_AFTER:
-                self._splice_request(conversation)
+            if self._splice:
+                self._splice_due(conversation)
 
     def eof_received(self) -> bool:
         return False
@@ -199,7 +210,15 @@ class ClientConnection(asyncio.Protocol):
             self.recount()
         else:
             self.act(conversation.broker_data(data))
-        if self._splice and conversation.streaming >= SPLICE_AFTER and self._body is None:
+        if self._splice:
+            self._splice_due(conversation)
+
+    def _splice_due(self, conversation: Conversation) -> None:
+        # A body streaming now with enough of it still to come moves by splice (a request
+        # may start streaming on a read, or when a hold ends: the broker connected, a decision).
+        if conversation.to_send >= SPLICE_AFTER and self._request_body is None:
+            self._splice_request(conversation)
+        if conversation.streaming >= SPLICE_AFTER and self._body is None:
             self._splice_response(conversation)
 
     def _splice_response(self, conversation: Conversation) -> None:
@@ -231,7 +250,7 @@ class ClientConnection(asyncio.Protocol):
         # The rest of a request no filter reads (a large Produce) moves in the kernel while the
         # client transport reads nothing; it reads the next request once the body is out.
         client, upstream = self._client, self._upstream
-        if client is None or upstream is None or self._request_body is not None:
+        if client is None or upstream is None:
             return
         count = conversation.to_send
         body = self._spliced(client, upstream, count, _spliced_to_broker)
@@ -337,6 +356,8 @@ class ClientConnection(asyncio.Protocol):
                     if close.reason == JUDGED_TOO_LARGE:
                         MEMORY_CLOSES.labels(reason="judged_request_too_large").inc()
                     self._fail(close.reason, **close.details)
+        if self._splice and self._conversation is not None:
+            self._splice_due(self._conversation)
         self.recount()
 
     def recount(self) -> None:
@@ -403,11 +424,18 @@ class ClientConnection(asyncio.Protocol):
             self._fail("no broker for this listener", detail=str(exc))
             return
         tls = self._upstream_tls
+
+        def upstream() -> asyncio.BaseProtocol:
+            protocol = _Upstream(self, conversation)
+            if not self._splice:
+                return protocol
+            return FrameSizedReads(protocol, lambda: conversation.response_rest)
+
         for host, port in candidates:
             try:
                 transport, _ = await asyncio.wait_for(
                     loop.create_connection(
-                        lambda: _Upstream(self, conversation),
+                        upstream,
                         host,
                         port,
                         ssl=tls,

@@ -142,6 +142,22 @@ class Conversation:
         """Bytes of the request being streamed still to come from the client."""
         return 0 if self.closed else self._sending
 
+    @property
+    def request_rest(self) -> int:
+        """Bytes still to come from the client to the end of the request frame it is in, or 0
+        at a frame boundary (or before the frame's size has arrived)."""
+        if self._sending:
+            return self._sending
+        return max(self._requests.declared - self._requests.pending, 0)
+
+    @property
+    def response_rest(self) -> int:
+        """Bytes still to come from the broker to the end of the response frame it is in, or
+        0 at a frame boundary (or before the frame's size has arrived)."""
+        if self._streaming:
+            return self._streaming
+        return max(self._responses.declared - self._responses.pending, 0)
+
     def client_passes(self, size: int) -> bool:
         """Whether a read of `size` bytes from the client lies wholly inside a request being
         streamed, with more of it to come: if so it is counted, and the caller writes it to
@@ -226,9 +242,16 @@ class Conversation:
                     self._flush()
                 continue
             # A large response that starts here and needs no hook is passed through as it
-            # arrives, instead of being buffered and copied whole (Fetch responses, mostly).
+            # arrives, instead of being buffered and copied whole (Fetch responses, mostly),
+            # also behind whole responses in the same read.
             if not self._responses.pending and len(view) >= SIZE + 4:
                 size = int.from_bytes(view[:SIZE], "big", signed=True)
+                if 0 <= size <= len(view) - SIZE:
+                    self._response(view[: SIZE + size])
+                    view = view[SIZE + size :]
+                    if self.closed:
+                        break
+                    continue
                 if size + SIZE > len(view) and self._order.stream_next(
                     int.from_bytes(view[SIZE : SIZE + 4], "big", signed=True)
                 ):

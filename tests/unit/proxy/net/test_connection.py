@@ -96,6 +96,7 @@ async def started_proxy(
     fake: FakeBroker,
     net: dict[str, object] | None = None,
     tls: dict[str, object] | None = None,
+    listeners: dict[str, object] | None = None,
     **limits: object,
 ) -> ProxyServer:
     """A proxy in front of the fake broker, on free ports (tried again if one was taken)."""
@@ -108,6 +109,7 @@ async def started_proxy(
                 "bootstrap_port": free_port(),
                 "broker_port_base": node_port - 1,
                 **({"tls": tls} if tls else {}),
+                **(listeners or {}),
             },
             upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
             limits={"max_frame_bytes": 4096, **limits},

@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 from kafka_policy_proxy.codec.header import peek_request_header, produce_acks, response_header
 from kafka_policy_proxy.proxy.net import spliced_body
 from kafka_policy_proxy.proxy.net.connection import ClientConnection, framed
+from kafka_policy_proxy.proxy.net.frame_sized_reads import HEAD_BYTES, READ_BYTES, FrameSizedReads
 from kafka_policy_proxy.proxy.runtime.server import ProxyServer
 from tests.unit.proxy.net.test_connection import (
     connect,
@@ -325,7 +326,9 @@ async def test_switched_off_the_body_is_copied(broker: BodyBroker) -> None:
         writer.write(fetch(3, 2 * MIB))
         correlation_id, body = await read_response(reader)
         assert correlation_id == 3 and body[1:] == body_of(2 * MIB, 3)
-        assert not only(server)._pipes
+        conn = only(server)
+        assert not conn._pipes
+        assert conn._client is not None and conn._client.get_protocol() is conn  # reads as ever
         writer.close()
     finally:
         await server.shutdown()
@@ -436,6 +439,8 @@ async def test_a_tls_listener_keeps_the_copying_path(
         assert correlation_id == 1 and body[1:] == body_of(4 * MIB, 1)
         conn = only(server)
         assert not conn._splice and not conn._pipes
+        assert conn._upstream is not None
+        assert not isinstance(conn._upstream.get_protocol(), FrameSizedReads)
         writer.close()
     finally:
         await server.shutdown()
@@ -466,3 +471,83 @@ async def test_a_body_read_whole_waits_for_its_client_without_spinning(
         writer.close()
     finally:
         await server.shutdown()
+
+
+def spliced(direction: str) -> float:
+    return REGISTRY.get_sample_value("kpp_spliced_bytes_total", {"direction": direction}) or 0
+
+
+@pytest.mark.parametrize("direction", ["broker_to_client", "client_to_broker"])
+async def test_all_but_the_head_of_a_kafka_sized_body_is_spliced(
+    broker: BodyBroker, direction: str
+) -> None:
+    # Reads sized to frame boundaries: the first read of a frame takes its head only, so the
+    # rest of a Fetch response of 1 MiB, or of a Produce of 256 KiB (the most a producer sends
+    # a broker at once by default), is still in the socket to be spliced.
+    server = await proxy_for(broker, max_frame_bytes=2 * MIB)
+    try:
+        reader, writer = await connect(server)
+        before = spliced(direction)
+        if direction == "broker_to_client":
+            size, frame = MIB, fetch(1, MIB)
+        else:
+            size, frame = 256 * 1024, produce(1, 256 * 1024)
+        writer.write(request(LIST_OFFSETS, 5, 0) + frame + request(LIST_OFFSETS, 5, 2))
+        assert [(await read_response(reader))[0] for _ in range(3)] == [0, 1, 2]
+        moved = spliced(direction) - before
+        assert size - HEAD_BYTES <= moved <= size, moved
+        if direction == "client_to_broker":
+            await until(lambda: len(broker.requests) == 3, "requests missing at the broker")
+            assert broker.requests[1] == frame[4:]
+        writer.close()
+    finally:
+        await server.shutdown()
+
+
+async def test_a_proxy_protocol_header_is_read_before_the_sized_reads(
+    broker: BodyBroker,
+) -> None:
+    # The bytes read past a PROXY header go to the sized reads as any read would.
+    server = await started_proxy(
+        broker,
+        net={"splice": True},
+        listeners={"proxy_protocol": "required"},
+        max_frame_bytes=2 * MIB,
+    )
+    try:
+        reader, writer = await connect(server)
+        header = b"PROXY TCP4 203.0.113.9 127.0.0.1 51234 9192\r\n"
+        frame = produce(1, 512 * 1024)
+        writer.write(header + frame + fetch(2, 2 * MIB))
+        assert (await read_response(reader))[0] == 1
+        assert await read_response(reader) == (2, b"\x00" + body_of(2 * MIB, 2))
+        await until(lambda: len(broker.requests) == 2, "requests missing at the broker")
+        assert broker.requests[0] == frame[4:]
+        assert only(server)._conversation is not None
+        assert only(server)._conversation.client_address == "203.0.113.9:51234"
+        writer.close()
+    finally:
+        await server.shutdown()
+
+
+def test_each_read_takes_the_rest_of_the_frame_and_a_head_of_the_next() -> None:
+    class Heard:
+        def __init__(self) -> None:
+            self.data: list[bytes] = []
+
+        def data_received(self, data: bytes) -> None:
+            self.data.append(data)
+
+    rest = [0]
+    heard = Heard()
+    reads = FrameSizedReads(heard, lambda: rest[0])  # type: ignore[arg-type]
+    assert len(reads.get_buffer(-1)) == HEAD_BYTES
+    rest[0] = 100
+    assert len(reads.get_buffer(-1)) == 100 + HEAD_BYTES
+    rest[0] = 10 * MIB
+    buffer = reads.get_buffer(-1)
+    assert len(buffer) == READ_BYTES
+    buffer[:3] = b"abc"
+    reads.buffer_updated(3)
+    buffer[:3] = b"xyz"  # the next read may reuse the buffer: what was heard is a copy
+    assert heard.data == [b"abc"]
