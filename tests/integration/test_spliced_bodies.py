@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from bench import splice_slow_readers
 from harness.proxy_process import ProxyProcess
 from tests.integration.test_metrics import scrape, total
 from tests.integration.test_transparent_proxy import QUIET, create_topic
@@ -96,3 +97,16 @@ def test_spliced_bodies_are_byte_exact_at_the_brokers_and_back(
     # Most of the bytes went by splice, both ways (headers and small frames by copy).
     assert moved["client_to_broker"] > size / 2, moved
     assert moved["broker_to_client"] > size / 2, moved
+
+
+def test_slow_readers_are_served_beside_a_large_fetch(
+    splice_proxy: ProxyProcess, kafka: Any
+) -> None:
+    # bench.splice_slow_readers at a tiny size (its figures are in docs/benchmarks.md): every
+    # slow reader keeps receiving while a fast consumer reads the whole topic by splice.
+    report = splice_slow_readers.run(
+        splice_proxy.bootstrap, kafka.bootstrap_servers, mib=16, readers=5, kib_s=256
+    )
+    assert report["slow_reader_errors"] == []
+    assert report["slow_reader_bytes_s_min"] > 0
+    assert report["probe_count"] > 0
