@@ -8,8 +8,13 @@ alternating round by round: the proxy with net.splice off (the copying path), wi
 and the two byte-relay floors of bench.throughput (bench/peers/relay.py, a uvloop relay, and
 bench/peers/splice_relay.py, splice for every byte).
 
+`--baseline DIR` adds a proxy with net.splice on run from another checkout (before and after
+a change, in the same run).
+
 Usage: python -m bench.splice_bench [--rounds R] [--gib G] [--body-mib M] [--port-base P]
-Ports: P (the fake broker), P+1..P+2 (relays), P+10.. and P+20.. (the proxies); P=19380.
+[--baseline DIR]
+Ports: P (the fake broker), P+1..P+2 (relays), P+10, P+13 and P+16 (the proxies, each with its
+node listener on the next port); P=19380.
 """
 
 from __future__ import annotations
@@ -172,6 +177,7 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0, help="per direction per round")
     parser.add_argument("--body-mib", type=int, default=1)
     parser.add_argument("--port-base", type=int, default=19380)
+    parser.add_argument("--baseline", type=Path, help="a checkout whose proxy (splice on) runs too")
     args = parser.parse_args()
     base = args.port_base
     FakeBroker(base, args.body_mib * MIB)  # serves from its own threads until exit
@@ -181,14 +187,19 @@ def main() -> None:
     gb = args.gib * 2**30 / 1e9
     results: dict[str, dict[str, list[float]]] = {}
     try:
-        for name, port, splice in (
-            ("proxy, copying", base + 10, False),
-            ("proxy, splice", base + 20, True),
-        ):
+        proxies = [
+            ("proxy, copying", base + 10, False, None),
+            ("proxy, splice", base + 13, True, None),
+        ]
+        if args.baseline is not None:
+            env = {"PYTHONPATH": str(args.baseline.resolve())}
+            proxies.append(("baseline, splice", base + 16, True, env))
+        for name, port, splice, env in proxies:
             workdir = work / str(port)
             workdir.mkdir()
             extra = {"net": {"splice": splice}, "limits": limits}
-            targets[name] = (port, ProxyProcess(workdir, f"127.0.0.1:{base}", port, port, extra))
+            upstream = f"127.0.0.1:{base}"
+            targets[name] = (port, ProxyProcess(workdir, upstream, port, port, extra, env=env))
         targets["uvloop relay"] = (base + 1, Relay("relay.py", base + 1, base))
         targets["splice relay"] = (base + 2, Relay("splice_relay.py", base + 2, base))
         results = {t: {"cpu_s_per_gb": [], "fetch_gb_s": [], "produce_gb_s": []} for t in targets}
@@ -226,7 +237,7 @@ def main() -> None:
             f"{statistics.median(r['fetch_gb_s']):.2f} | "
             f"{statistics.median(r['produce_gb_s']):.2f} | {rss[name]:.0f} |"
         )
-    print(json.dumps({"args": vars(args), "raw": results}), file=sys.stderr)
+    print(json.dumps({"args": vars(args), "raw": results}, default=str), file=sys.stderr)
 
 
 if __name__ == "__main__":

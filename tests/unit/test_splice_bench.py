@@ -8,7 +8,7 @@ import sys
 
 from harness import REPO
 
-PORT_BASE = 19375  # its fake broker, relays and proxies: 19375..19396
+PORT_BASE = 19375  # its fake broker, relays and proxies: 19375..19392
 
 
 def test_the_splice_bench_prints_a_row_per_path() -> None:
@@ -23,6 +23,8 @@ def test_the_splice_bench_prints_a_row_per_path() -> None:
             "0.01",
             "--port-base",
             str(PORT_BASE),
+            "--baseline",
+            str(REPO),  # the same tree: the row is there
         ],
         capture_output=True,
         text=True,
@@ -35,6 +37,7 @@ def test_the_splice_bench_prints_a_row_per_path() -> None:
     assert [row.split("|")[1].strip() for row in rows[2:]] == [
         "proxy, copying",
         "proxy, splice",
+        "baseline, splice",
         "uvloop relay",
         "splice relay",
     ]
