@@ -109,10 +109,10 @@ def _read_exactly(
     return buffer[:size]
 
 
-def move(port: int, gib: float, body_mib: int) -> tuple[float, float]:
+def move(port: int, gib: float, body_mib: float) -> tuple[float, float]:
     """Fetch then produce `gib` GiB each through `port`, in bodies of `body_mib` MiB, four
     requests in flight; return the seconds each direction took."""
-    body = body_mib * MIB
+    body = int(body_mib * MIB)
     count = max(1, int(gib * 1024 / body_mib))
     sink = bytearray(body + MIB)
     with socket.create_connection(("127.0.0.1", port)) as conn:
@@ -175,14 +175,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--gib", type=float, default=1.0, help="per direction per round")
-    parser.add_argument("--body-mib", type=int, default=1)
+    parser.add_argument("--body-mib", type=float, default=1, help="0.0625: 64 KiB bodies")
     parser.add_argument("--port-base", type=int, default=19380)
     parser.add_argument("--baseline", type=Path, help="a checkout whose proxy (splice on) runs too")
     args = parser.parse_args()
     base = args.port_base
-    FakeBroker(base, args.body_mib * MIB)  # serves from its own threads until exit
+    FakeBroker(base, int(args.body_mib * MIB))  # serves from its own threads until exit
     work = Path(tempfile.mkdtemp(prefix="kpp-splice-bench-"))
-    limits = {"max_frame_bytes": args.body_mib * MIB + MIB}
+    limits = {"max_frame_bytes": int(args.body_mib * MIB) + MIB}
     targets: dict[str, tuple[int, Any]] = {}
     gb = args.gib * 2**30 / 1e9
     results: dict[str, dict[str, list[float]]] = {}
