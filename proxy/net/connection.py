@@ -127,7 +127,9 @@ class ClientConnection(asyncio.Protocol):
         if not self._splice:
             return self
         return FrameSizedReads(
-            self, lambda: 0 if self._conversation is None else self._conversation.request_rest
+            self,
+            lambda: 0 if self._conversation is None else self._conversation.request_rest,
+            SPLICE_AFTER,
         )
 
     def tls_object(self) -> ssl.SSLObject | None:
@@ -429,7 +431,7 @@ class ClientConnection(asyncio.Protocol):
             protocol = _Upstream(self, conversation)
             if not self._splice:
                 return protocol
-            return FrameSizedReads(protocol, lambda: conversation.response_rest)
+            return FrameSizedReads(protocol, lambda: conversation.response_rest, SPLICE_AFTER)
 
         for host, port in candidates:
             try:

@@ -530,7 +530,7 @@ async def test_a_proxy_protocol_header_is_read_before_the_sized_reads(
         await server.shutdown()
 
 
-def test_each_read_takes_the_rest_of_the_frame_and_a_head_of_the_next() -> None:
+def test_reads_stop_at_frame_boundaries_while_the_frames_are_large() -> None:
     class Heard:
         def __init__(self) -> None:
             self.data: list[bytes] = []
@@ -540,14 +540,24 @@ def test_each_read_takes_the_rest_of_the_frame_and_a_head_of_the_next() -> None:
 
     rest = [0]
     heard = Heard()
-    reads = FrameSizedReads(heard, lambda: rest[0])  # type: ignore[arg-type]
-    assert len(reads.get_buffer(-1)) == HEAD_BYTES
+    reads = FrameSizedReads(heard, lambda: rest[0], 64 * 1024)  # type: ignore[arg-type]
+
+    def read(size: int, rest_after: int) -> None:
+        buffer = reads.get_buffer(-1)
+        buffer[:size] = bytes([len(heard.data)]) * size
+        rest[0] = rest_after  # what the protocol made of it
+        reads.buffer_updated(size)
+
+    assert len(reads.get_buffer(-1)) == HEAD_BYTES  # at a boundary: a head
+    read(HEAD_BYTES, MIB)  # a large frame started: the rest of it, and a head of the next
+    assert len(reads.get_buffer(-1)) == READ_BYTES
     rest[0] = 100
     assert len(reads.get_buffer(-1)) == 100 + HEAD_BYTES
-    rest[0] = 10 * MIB
-    buffer = reads.get_buffer(-1)
-    assert len(buffer) == READ_BYTES
-    buffer[:3] = b"abc"
-    reads.buffer_updated(3)
-    buffer[:3] = b"xyz"  # the next read may reuse the buffer: what was heard is a copy
-    assert heard.data == [b"abc"]
+    read(100 + HEAD_BYTES, 10_000)  # the next one is small: whole reads from now on
+    assert len(reads.get_buffer(-1)) == READ_BYTES
+    read(READ_BYTES, 0)
+    assert len(reads.get_buffer(-1)) == READ_BYTES
+    read(READ_BYTES, 5 * MIB)  # a large one again: boundaries again
+    rest[0] = 0
+    assert len(reads.get_buffer(-1)) == HEAD_BYTES
+    assert heard.data == [bytes([n]) * len(d) for n, d in enumerate(heard.data)]  # copies
