@@ -482,8 +482,8 @@ async def test_all_but_the_head_of_a_kafka_sized_body_is_spliced(
     broker: BodyBroker, direction: str
 ) -> None:
     # Reads sized to frame boundaries: the first read of a frame takes its head only, so the
-    # rest of a Fetch response of 1 MiB, or of a Produce of 256 KiB (the most a producer sends
-    # a broker at once by default), is still in the socket to be spliced.
+    # rest of a Fetch response or a Produce of 1 MiB (a consumer's default most per partition)
+    # is still in the socket to be spliced.
     server = await proxy_for(broker, max_frame_bytes=2 * MIB)
     try:
         reader, writer = await connect(server)
@@ -491,7 +491,7 @@ async def test_all_but_the_head_of_a_kafka_sized_body_is_spliced(
         if direction == "broker_to_client":
             size, frame = MIB, fetch(1, MIB)
         else:
-            size, frame = 256 * 1024, produce(1, 256 * 1024)
+            size, frame = MIB, produce(1, MIB)
         writer.write(request(LIST_OFFSETS, 5, 0) + frame + request(LIST_OFFSETS, 5, 2))
         assert [(await read_response(reader))[0] for _ in range(3)] == [0, 1, 2]
         moved = spliced(direction) - before
