@@ -3,7 +3,7 @@ under producers, consumers, idle, slow and new connections and admin traffic, wh
 the proxy and the policy change underneath. Exits 1 on any lost, duplicated or misordered
 record, misordered response, wrong decision or mishandled reload.
 
-Run: make soak, or .venv/bin/python -m bench.soak [--minutes 30] [--quick] [--out DIR]
+Run: make soak, or .venv/bin/python -m bench.soak [--minutes 30] [--quick] [--splice] [--out DIR]
 `--quick` (the integration test runs `--minutes 1 --quick`, its faults back to back): fewer
 connections, one broker in the rolling restart, shorter faults. The report (JSON), a chart
 of RSS and open files, and the logs go to `--out`.
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             NODE_PORT_BASE,
             {
                 "workers": 2,
+                "net": {"splice": args.splice},
                 "policy": {"file": str(policy)},
                 "admin": {"bind_host": "127.0.0.1", "port": ADMIN_PORT},
                 "audit": {"file": str(work / "audit.jsonl")},
@@ -288,6 +289,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         total_acked = sum(len(p.acked) for p in producers)
         report = {
             "minutes": round(elapsed / 60, 1),
+            "splice": args.splice,
             "shape": asdict(shape),
             "records": {
                 "sent": sum(p.sent for p in producers),
@@ -390,6 +392,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument(
         "--quick", action="store_true", help="the short variant the test suite runs"
+    )
+    parser.add_argument(
+        "--splice", action="store_true", help="the proxy with net.splice on (spliced bodies)"
     )
     parser.add_argument("--out", default="soak-report", help="where the report goes")
     args = parser.parse_args()

@@ -6,14 +6,20 @@ same jars as the cluster); latency from single librdkafka produce round trips.
 Usage: python -m bench.throughput [--records N] [--repeats R] [--latency-samples S]
                                  [--baseline TREE] [--mode plain|tls|workers]
                                  [--peer kroxylicious] [--threads T] [--floor]
-Starts its own cluster (harness/local_kafka/) and proxy on ports 23092+ and 23400+.
+                                 [--splice] [--port-base P]
+Starts its own cluster (harness/local_kafka/) and proxy on ports 23092+ and 23400+; with
+`--port-base P`, everything in P..P+99 instead (the cluster's listeners 10 ports apart).
 Each round runs every target once, the order rotated from round to round; ratios to direct
 are taken per round, then the median over rounds.
 `--peer kroxylicious`: Kroxylicious 0.12.0 with no filters (bench/peers/kroxylicious) on
 ports 23950+, with `-XX:ActiveProcessorCount=T` (its Netty worker threads); our proxy runs
 with T workers (one process when T is 1).
 `--floor`: a bare uvloop byte relay (bench/peers/relay.py) on ports 23900+, in front of a
-RELAY listener of each broker that advertises the relay's ports: the Python floor.
+RELAY listener of each broker that advertises the relay's ports: the Python floor; and, on
+the same ports in turn (each is started for its turn only), a relay moving every byte with
+splice(2) (bench/peers/splice_relay.py): the kernel floor.
+`--splice`: the proxy with `net.splice: true` beside the same proxy with it off (ports
+23700+), in the same rotation.
 `--baseline TREE` also runs the proxy from another checkout (e.g. the previous commit, from
 `git worktree add`) on ports 23600+, in the same rotation, so a change is measured against
 what it replaces in one run.
@@ -34,6 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +51,31 @@ from harness.local_kafka import LocalKafka
 from harness.proxy_process import ProxyProcess
 from harness.throwaway_ca import ThrowawayCa
 
-BASELINE_PORT = 23600
-WORKERS_PORT = 23800
-RELAY_PORT = 23900
-KROXYLICIOUS_PORT = 23950
 BROKERS = 3
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where each target listens: a proxy at `x` serves node N on `x + N` (compact) or on
+    `x + 100 + N`."""
+
+    cluster: int = 23092
+    stride: int = 100  # between the cluster's kinds of listener
+    proxy: int = 23400
+    splice_off: int = 23700
+    baseline: int = 23600
+    workers: int = 23800
+    relay: int = 23900
+    kroxylicious: int = 23950
+    node_offset: int = 100
+
+    @classmethod
+    def compact(cls, base: int) -> Ports:
+        """Everything in base..base+99: the cluster in the first 70, then 4 ports a target."""
+        return cls(base, 10, base + 70, base + 74, base + 78, base + 82, base + 86, base + 90, 0)
+
+
+PORTS = Ports()
 
 RECORD = b"x" * 1024
 QUIET = {"log_level": 3}
@@ -168,7 +195,9 @@ def threads(pid: int) -> int:
     return sum(len(list(Path(f"/proc/{one}/task").iterdir())) for one in process_tree(pid))
 
 
-def tls_setup(work: Path, kafka: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def tls_setup(
+    work: Path, kafka: Any, ports: Ports = PORTS
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The proxy's TLS sections, and per target: a client properties file and librdkafka
     settings (direct clients trust the cluster's CA, proxy clients the listener's)."""
     ca = ThrowawayCa(work / "listener-ca", "listener-ca")
@@ -189,8 +218,8 @@ def tls_setup(work: Path, kafka: Any) -> tuple[dict[str, Any], dict[str, dict[st
         "listeners": {
             "bind_host": "127.0.0.1",
             "advertised_host": "127.0.0.1",
-            "bootstrap_port": 23400,
-            "broker_port_base": 23500,
+            "bootstrap_port": ports.proxy,
+            "broker_port_base": ports.proxy + ports.node_offset,
             "tls": {"cert_file": str(listener.cert), "key_file": str(listener.key)},
         },
     }
@@ -201,14 +230,16 @@ def baseline_proxy(
     work: Path,
     upstream: str,
     tree: Path,
-    port: int = BASELINE_PORT,
+    port: int = PORTS.baseline,
     extra: dict[str, Any] | None = None,
+    *,
+    node_offset: int = PORTS.node_offset,
 ) -> ProxyProcess:
     """The proxy of another checkout, run from this venv with that tree first on the path."""
     workdir = work / "baseline"
     workdir.mkdir()
     env = {"PYTHONPATH": str(tree.resolve())}
-    return ProxyProcess(workdir, upstream, port, port + 100, extra, env=env)
+    return ProxyProcess(workdir, upstream, port, port + node_offset, extra, env=env)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -218,24 +249,36 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Relay:
-    """The byte-relay floor: bench/peers/relay.py, one port per broker plus a bootstrap port."""
+    """A byte-relay floor (bench/peers/`script`), one port per broker plus a bootstrap port;
+    the floors share their ports, so each runs only for its turn (`start_turn`/`end_turn`)."""
 
-    def __init__(self, kafka: Any) -> None:
-        pairs = [f"{RELAY_PORT}:{kafka.relay_listener_port(1)}"]
-        pairs += [f"{RELAY_PORT + n}:{kafka.relay_listener_port(n)}" for n in range(1, BROKERS + 1)]
-        script = Path(__file__).resolve().parent / "peers" / "relay.py"
+    def __init__(self, kafka: Any, script: str = "relay.py", port: int = PORTS.relay) -> None:
+        self._pairs = [f"{port}:{kafka.relay_listener_port(1)}"]
+        self._pairs += [f"{port + n}:{kafka.relay_listener_port(n)}" for n in range(1, BROKERS + 1)]
+        self._script = Path(__file__).resolve().parent / "peers" / script
+        self.process: subprocess.Popen[str] | None = None
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.peak_rss = 0.0
+
+    def start_turn(self) -> None:
+        """Start the relay."""
         self.process = subprocess.Popen(
-            [sys.executable, str(script), *pairs], stdout=subprocess.PIPE, text=True
+            [sys.executable, str(self._script), *self._pairs], stdout=subprocess.PIPE, text=True
         )
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "relay ready":
             raise RuntimeError("the relay did not start")
-        self.bootstrap = f"127.0.0.1:{RELAY_PORT}"
+
+    def end_turn(self) -> None:
+        """Stop the relay."""
+        self.stop()
 
     def stop(self) -> None:
-        """Stop the relay."""
-        self.process.terminate()
-        self.process.wait(10)
+        """Stop the relay, if it runs."""
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
 
 
 def start_targets(
@@ -243,29 +286,45 @@ def start_targets(
 ) -> tuple[str, dict[str, dict[str, Any]]]:
     """Start the proxies into `proxies` (anything with .process, .bootstrap and .stop) by name;
     return the direct bootstrap servers and the per-target client settings (TLS)."""
+    ports: Ports = args.ports
+    nodes = ports.node_offset
     if args.mode == "tls":
-        extra, clients = tls_setup(work, kafka)
-        proxies["proxy"] = ProxyProcess(work, "", 23400, 23500, extra)
+        extra, clients = tls_setup(work, kafka, ports)
+        proxies["proxy"] = ProxyProcess(work, "", ports.proxy, ports.proxy + nodes, extra)
         return kafka.ssl_bootstrap_servers, clients
-    ours = {"workers": args.threads} if args.threads > 1 else None
-    proxies["proxy"] = ProxyProcess(work, kafka.bootstrap_servers, 23400, 23500, ours)
+    ours: dict[str, Any] = {"workers": args.threads} if args.threads > 1 else {}
+    upstream = kafka.bootstrap_servers
+    if args.splice:
+        off = work / "splice-off"
+        off.mkdir()
+        proxies["proxy"] = ProxyProcess(
+            off, upstream, ports.splice_off, ports.splice_off + nodes, {**ours, "net": {}}
+        )
+        ours["net"] = {"splice": True}
+        name = "proxy-splice"
+    else:
+        name = "proxy"
+    proxies[name] = ProxyProcess(work, upstream, ports.proxy, ports.proxy + nodes, ours or None)
     if args.mode == "workers":
         two = work / "two-workers"
         two.mkdir()
         proxies["proxy-2-workers"] = ProxyProcess(
-            two, kafka.bootstrap_servers, WORKERS_PORT, WORKERS_PORT + 100, {"workers": 2}
+            two, upstream, ports.workers, ports.workers + nodes, {"workers": 2}
         )
     if args.floor:
-        proxies["relay"] = Relay(kafka)
+        proxies["relay"] = Relay(kafka, "relay.py", ports.relay)
+        proxies["splice-relay"] = Relay(kafka, "splice_relay.py", ports.relay)
     if args.peer == "kroxylicious":
         from bench.peers.kroxylicious.peer import KroxyliciousProcess
 
         proxies["kroxylicious"] = KroxyliciousProcess(
-            work, kafka.bootstrap_servers, KROXYLICIOUS_PORT, range(1, BROKERS + 1), args.threads
+            work, upstream, ports.kroxylicious, range(1, BROKERS + 1), args.threads
         )
     if args.baseline is not None:
-        proxies["baseline"] = baseline_proxy(work, kafka.bootstrap_servers, args.baseline)
-    return kafka.bootstrap_servers, {}
+        proxies["baseline"] = baseline_proxy(
+            work, upstream, args.baseline, ports.baseline, node_offset=nodes
+        )
+    return upstream, {}
 
 
 def main() -> None:
@@ -279,14 +338,24 @@ def main() -> None:
     parser.add_argument("--mode", choices=("plain", "tls", "workers"), default="plain")
     parser.add_argument("--peer", choices=("kroxylicious",), help="a peer proxy run alongside")
     parser.add_argument("--threads", type=int, default=1, help="our workers = the peer's threads")
-    parser.add_argument("--floor", action="store_true", help="run the byte-relay floor alongside")
+    parser.add_argument("--floor", action="store_true", help="run the byte-relay floors alongside")
+    parser.add_argument("--splice", action="store_true", help="net.splice on and off, alongside")
+    parser.add_argument("--port-base", type=int, help="every port in PORT_BASE..PORT_BASE+99")
     args = parser.parse_args()
+    args.ports = PORTS if args.port_base is None else Ports.compact(args.port_base)
     if args.mode == "tls" and (args.peer or args.floor or args.threads > 1):
         parser.error("--mode tls runs only our proxy")
     work = Path(tempfile.mkdtemp(prefix="kpp-bench-"))
-    relay_ports = {n: RELAY_PORT + n for n in range(1, BROKERS + 1)} if args.floor else None
-    kafka = LocalKafka(work / "cluster", brokers=BROKERS, port_base=23092, relay_ports=relay_ports)
-    kafka.up(timeout=180)
+    ports: Ports = args.ports
+    relay_ports = {n: ports.relay + n for n in range(1, BROKERS + 1)} if args.floor else None
+    kafka = LocalKafka(
+        work / "cluster",
+        brokers=BROKERS,
+        port_base=ports.cluster,
+        port_stride=ports.stride,
+        relay_ports=relay_ports,
+    )
+    kafka.up(timeout=420)
     proxies: dict[str, Any] = {}
     try:
         direct, clients = start_targets(args, work, kafka, proxies)
@@ -311,8 +380,10 @@ def run_rounds(
     results: dict[str, dict[str, list[float]]] = {t: {k: [] for k in keys} for t in targets}
     for target, bootstrap in targets.items():  # warm-up: JIT, connections, page cache
         client = clients.get(target, {})
+        _turn(proxies.get(target), "start_turn")
         topic = create_topic(bootstrap, args.partitions, client)
         perf_produce(kafka, bootstrap, topic, args.records // 5, client.get("properties"))
+        _turn(proxies.get(target), "end_turn")
     names = list(targets)
     for repeat in range(args.repeats):
         shift = repeat % len(names)
@@ -320,6 +391,7 @@ def run_rounds(
             bootstrap = targets[target]
             client = clients.get(target, {})
             config = client.get("properties")
+            _turn(proxies.get(target), "start_turn")
             topic = create_topic(bootstrap, args.partitions, client)
             r = results[target]
             pid = proxies[target].process.pid if target in proxies else None
@@ -336,12 +408,19 @@ def run_rounds(
             if pid is not None:
                 r["peak_rss_mb"].append(peak_rss_mb(pid))
                 r["threads"].append(threads(pid))
+            _turn(proxies.get(target), "end_turn")
             print(
                 f"round {repeat + 1} {target}: produce {r['produce_rps'][-1]:,.0f}/s "
                 f"consume {r['consume_rps'][-1]:,.0f}/s",
                 file=sys.stderr,
             )
     return results
+
+
+def _turn(target: Any, step: str) -> None:
+    # A target that runs only for its turn (the relay floors, which share ports).
+    if hasattr(target, step):
+        getattr(target, step)()
 
 
 def report(

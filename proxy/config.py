@@ -600,6 +600,16 @@ class AdminConfig(_Section):
     )
 
 
+class NetConfig(_Section):
+    """How bytes move between the client and broker sockets."""
+
+    splice: bool = Field(
+        default=False,
+        description="move the bodies of large pass-through responses socket to socket with "
+        "splice(2), never through Python (plaintext listeners to a plaintext cluster, Linux)",
+    )
+
+
 class LoggingConfig(_Section):
     """Log level and format (json when stderr is not a terminal, unless set)."""
 
@@ -617,6 +627,7 @@ class ProxyConfig(BaseSettings):
     listeners: ListenersConfig = ListenersConfig()
     upstream: UpstreamConfig
     limits: LimitsConfig = LimitsConfig()
+    net: NetConfig = NetConfig()
     admission: AdmissionConfig = AdmissionConfig()
     policy: PolicyConfig = PolicyConfig()
     cluster_state: ClusterStateConfig = ClusterStateConfig()

@@ -45,6 +45,11 @@ CONNECTIONS = Counter("kpp_connections", "Client connections accepted, by listen
 BYTES = Counter(
     "kpp_bytes", "Bytes proxied, by direction", ["direction"]
 )  # client_to_broker | broker_to_client
+SPLICED_BYTES = Counter(
+    "kpp_spliced_bytes",
+    "Of kpp_bytes, those moved by splice (net.splice), by direction",
+    ["direction"],
+)
 CLUSTER_STATE_REQUESTS = Counter(
     "kpp_cluster_state_requests",
     "Cluster facts the policy needed: from the cache (hit), read (miss), or unreadable (error)",

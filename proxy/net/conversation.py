@@ -132,6 +132,32 @@ class Conversation:
 
     # --- events ----------------------------------------------------------------------------
 
+    @property
+    def streaming(self) -> int:
+        """Bytes of the response being streamed still to come from the broker."""
+        return 0 if self.closed else self._streaming
+
+    @property
+    def to_send(self) -> int:
+        """Bytes of the request being streamed still to come from the client."""
+        return 0 if self.closed else self._sending
+
+    @property
+    def request_rest(self) -> int:
+        """Bytes still to come from the client to the end of the request frame it is in, or 0
+        at a frame boundary (or before the frame's size has arrived)."""
+        if self._sending:
+            return self._sending
+        return max(self._requests.declared - self._requests.pending, 0)
+
+    @property
+    def response_rest(self) -> int:
+        """Bytes still to come from the broker to the end of the response frame it is in, or
+        0 at a frame boundary (or before the frame's size has arrived)."""
+        if self._streaming:
+            return self._streaming
+        return max(self._responses.declared - self._responses.pending, 0)
+
     def client_passes(self, size: int) -> bool:
         """Whether a read of `size` bytes from the client lies wholly inside a request being
         streamed, with more of it to come: if so it is counted, and the caller writes it to
@@ -216,9 +242,16 @@ class Conversation:
                     self._flush()
                 continue
             # A large response that starts here and needs no hook is passed through as it
-            # arrives, instead of being buffered and copied whole (Fetch responses, mostly).
+            # arrives, instead of being buffered and copied whole (Fetch responses, mostly),
+            # also behind whole responses in the same read.
             if not self._responses.pending and len(view) >= SIZE + 4:
                 size = int.from_bytes(view[:SIZE], "big", signed=True)
+                if 0 <= size <= len(view) - SIZE:
+                    self._response(view[: SIZE + size])
+                    view = view[SIZE + size :]
+                    if self.closed:
+                        break
+                    continue
                 if size + SIZE > len(view) and self._order.stream_next(
                     int.from_bytes(view[SIZE : SIZE + 4], "big", signed=True)
                 ):
@@ -234,6 +267,29 @@ class Conversation:
                     break
                 self._response(frame)
             break
+        return self._actions()
+
+    def response_spliced(self, size: int) -> list[Action]:
+        """`size` bytes of the response being streamed went from the broker to the client
+        without passing through here (spliced in the kernel)."""
+        if self.closed:
+            return []
+        self._streaming -= size
+        if not self._streaming:
+            self._flush()
+        return self._actions()
+
+    def request_spliced(self, size: int) -> list[Action]:
+        """`size` bytes of the request being streamed went from the client to the broker
+        without passing through here (spliced in the kernel)."""
+        if self.closed:
+            return []
+        self._sending -= size
+        if self._draining and not self._sending:
+            # The request read on past the drain is complete: read nothing after it.
+            self._effects.append(StopReading())
+            if not self._order.owing:
+                self._close(None)
         return self._actions()
 
     def response_ready(self, owed: Owed, result: HookResult) -> list[Action]:

@@ -270,8 +270,9 @@ class ProxyServer:
         loop = asyncio.get_running_loop()
         limits = self._config.limits
         context = context or self._ssl
+        splice = self._config.net.splice and context is None  # TLS bytes pass through OpenSSL
 
-        def factory() -> ClientConnection:
+        def factory() -> asyncio.BaseProtocol:
             conn: ClientConnection = ClientConnection(
                 listener=name,
                 target=lambda: target(conn),
@@ -285,8 +286,9 @@ class ProxyServer:
                 on_close=self._closed,
                 certificates=self._certificates,
                 upstream_tls=self._upstream_tls,
+                splice=splice,
             )
-            return conn
+            return conn.reader()
 
         # Workers share each port (SO_REUSEPORT); the kernel spreads new connections over them.
         # TLS in front of each connection by our layer, which sends a refused handshake's alert.

@@ -1,9 +1,9 @@
-"""The quick soak (`python -m bench.soak --minutes 1 --quick`, its faults back to back, about
-100 s): no record lost, duplicated or misordered, no response out of order and no wrong
-decision while a broker restarts, the controller crashes, leaders move, the policy reloads,
-the cluster state hangs and a worker is killed, on its own cluster (ports 20092+) and proxy
-(20700+). The faults outlast the minute, so no steady tail follows them: `make soak` runs the
-long one."""
+"""The quick soak (`python -m bench.soak --minutes 1 --quick --splice`, its faults back to back,
+about 100 s, with net.splice on): no record lost, duplicated or misordered, no response out of
+order and no wrong decision while a broker restarts, the controller crashes, leaders move, the
+policy reloads, the cluster state hangs and a worker is killed, on its own cluster (ports
+20092+) and proxy (20700+). The faults outlast the minute, so no steady tail follows them:
+`make soak` runs the long one."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def test_the_quick_soak_loses_nothing_and_decides_right(tmp_path: Path) -> None:
             "--minutes",
             "1",
             "--quick",
+            "--splice",
             "--out",
             str(tmp_path),
         ],
@@ -61,3 +62,4 @@ def test_the_quick_soak_loses_nothing_and_decides_right(tmp_path: Path) -> None:
     ]
     assert (tmp_path / "soak-rss.png").stat().st_size > 0
     assert report["proxy_exit_code"] == 0
+    assert report["splice"] is True

@@ -92,7 +92,13 @@ class FakeBroker:
         )
 
 
-async def started_proxy(fake: FakeBroker, **limits: object) -> ProxyServer:
+async def started_proxy(
+    fake: FakeBroker,
+    net: dict[str, object] | None = None,
+    tls: dict[str, object] | None = None,
+    listeners: dict[str, object] | None = None,
+    **limits: object,
+) -> ProxyServer:
     """A proxy in front of the fake broker, on free ports (tried again if one was taken)."""
     for _ in range(5):
         node_port = free_port()
@@ -102,9 +108,12 @@ async def started_proxy(fake: FakeBroker, **limits: object) -> ProxyServer:
                 "advertised_host": "127.0.0.1",
                 "bootstrap_port": free_port(),
                 "broker_port_base": node_port - 1,
+                **({"tls": tls} if tls else {}),
+                **(listeners or {}),
             },
             upstream={"bootstrap_servers": [f"127.0.0.1:{fake.port}"]},
             limits={"max_frame_bytes": 4096, **limits},
+            net=net or {},
             shutdown_timeout_s=2,
         )
         server = ProxyServer(config)

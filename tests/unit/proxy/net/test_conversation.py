@@ -467,3 +467,31 @@ def test_a_large_request_read_before_the_broker_is_connected_streams_once_it_is(
     assert p.buffered_bytes == 20_000
     assert to_broker(p.broker_connected()) == big[:20_000]
     assert p.buffered_bytes == 0 and p.sending
+
+
+def test_the_rest_of_each_frame_is_counted_both_ways() -> None:
+    # What reads sized to frame boundaries (net.splice) ask for: bytes to the end of the
+    # current frame, 0 at a boundary.
+    p = streamed()
+    assert p.request_rest == p.response_rest == 0
+    big = large_produce(1)
+    p.client_data(big[:2])  # not even its size yet
+    assert p.request_rest == 0
+    p.client_data(big[2:100])  # held: its size is known
+    assert p.request_rest == len(big) - 100
+    p.client_data(big[100 : STREAM_REQUEST_AFTER + 10])  # streamed from here
+    assert p.request_rest == len(big) - STREAM_REQUEST_AFTER - 10
+    p.client_data(big[STREAM_REQUEST_AFTER + 10 :] + request(FETCH, 2)[:10])
+    assert p.request_rest == len(request(FETCH, 2)) - 10
+    p.client_data(request(FETCH, 2)[10:])
+    assert p.request_rest == 0
+    answer = response(LIST_OFFSETS, 1)
+    p.broker_data(answer[:6])  # a small response, held until whole
+    assert p.response_rest == len(answer) - 6
+    p.broker_data(answer[6:])
+    assert p.response_rest == 0
+    fetched = response(FETCH, 2, bytes(50_000))
+    p.broker_data(fetched[:1000])  # a large one, streamed
+    assert p.response_rest == len(fetched) - 1000
+    p.broker_data(fetched[1000:])
+    assert p.response_rest == 0
