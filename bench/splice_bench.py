@@ -20,7 +20,6 @@ node listener on the next port); P=19380.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import socket
 import statistics
@@ -34,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.throughput import cpu_seconds, peak_rss_mb
-from harness.messages import build
+from harness.messages import single_broker_metadata
 from harness.ports import wait_for_port
 from harness.proxy_process import ProxyProcess
 from kafka_policy_proxy.codec.header import peek_request_header, request_header, response_header
-from kafka_policy_proxy.codec.registry import encode, response_class
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 MIB = 1 << 20
@@ -76,24 +74,12 @@ class FakeBroker:
                     conn.sendall(struct.pack(">i", len(reply) + wanted) + reply)
                     conn.sendall(self.body[:wanted])
                     continue
-                body = self._metadata(header.api_version) if header.api_key == METADATA else b"ok"
+                body = (
+                    single_broker_metadata(header.api_version, self.port)
+                    if header.api_key == METADATA
+                    else b"ok"
+                )
                 conn.sendall(struct.pack(">i", len(reply) + len(body)) + reply + body)
-
-    def _metadata(self, version: int) -> bytes:
-        m = importlib.import_module(response_class(METADATA, version).__module__)
-        broker = build(m.MetadataResponseBroker, node_id=1, host="127.0.0.1", port=self.port)
-        return encode(
-            build(
-                m.MetadataResponse,
-                throttle_time=0,
-                brokers=(broker,),
-                cluster_id="fake",
-                controller_id=1,
-                topics=(),
-                error_code=0,
-                cluster_authorized_operations=0,
-            )
-        )
 
 
 def _read_exactly(

@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafka_policy_proxy.codec.registry import request_class, response_class
+from kafka_policy_proxy.codec.registry import encode, request_class, response_class
 
 
 def build(cls: Any, **values: Any) -> Any:
@@ -87,4 +87,22 @@ def metadata_response(version: int, topics: int = 3, partitions: int = 1) -> Any
         topics=top,
         cluster_authorized_operations=-2147483648,
         error_code=0,
+    )
+
+
+def single_broker_metadata(version: int, port: int) -> bytes:
+    """A fake broker's encoded Metadata answer: itself as node 1 on 127.0.0.1:port, no topics."""
+    m = importlib.import_module(response_class(3, version).__module__)
+    broker = build(m.MetadataResponseBroker, node_id=1, host="127.0.0.1", port=port)
+    return encode(
+        build(
+            m.MetadataResponse,
+            throttle_time=0,
+            brokers=(broker,),
+            cluster_id="fake",
+            controller_id=1,
+            topics=(),
+            error_code=0,
+            cluster_authorized_operations=0,
+        )
     )

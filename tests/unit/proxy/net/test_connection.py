@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import importlib
 import socket
 import struct
 from collections.abc import AsyncIterator
 
 import pytest
 
-from harness.messages import build
+from harness.messages import build, single_broker_metadata
 from kafka_policy_proxy.codec.header import (
     peek_request_header,
     produce_acks,
     request_header,
     response_header,
 )
-from kafka_policy_proxy.codec.registry import encode, request_class, response_class
+from kafka_policy_proxy.codec.registry import encode, request_class
 from kafka_policy_proxy.proxy.config import ProxyConfig
 from kafka_policy_proxy.proxy.net.connection import framed
 from kafka_policy_proxy.proxy.runtime.server import ProxyServer
@@ -62,7 +61,11 @@ class FakeBroker:
                     continue
                 if header.api_key == SLOW_API:
                     await asyncio.sleep(0.3)
-                body = self.metadata(header.api_version) if header.api_key == 3 else b"ok"
+                body = (
+                    single_broker_metadata(header.api_version, self.port)
+                    if header.api_key == 3
+                    else b"ok"
+                )
                 reply = response_header(header.correlation_id, header.api_key, header.api_version)
                 if header.api_key == BIG_API:
                     data = framed(reply, BIG_BODY)
@@ -74,22 +77,6 @@ class FakeBroker:
                 writer.write(framed(reply, body))
         except asyncio.IncompleteReadError:
             writer.close()
-
-    def metadata(self, version: int) -> bytes:
-        m = importlib.import_module(response_class(3, version).__module__)
-        broker = build(m.MetadataResponseBroker, node_id=1, host="127.0.0.1", port=self.port)
-        return encode(
-            build(
-                m.MetadataResponse,
-                throttle_time=0,
-                brokers=(broker,),
-                cluster_id="fake",
-                controller_id=1,
-                topics=(),
-                error_code=0,
-                cluster_authorized_operations=0,
-            )
-        )
 
 
 async def started_proxy(
