@@ -60,11 +60,11 @@ class FakeBroker:
     def _serve(self, conn: socket.socket) -> None:
         with conn:
             while True:
-                head = _read_exactly(conn, 4)
+                head = read_into(conn, 4)
                 if head is None:
                     return
                 size = struct.unpack(">i", head)[0]
-                frame = _read_exactly(conn, size, self.sink)
+                frame = read_into(conn, size, self.sink)
                 if frame is None:
                     return
                 header = peek_request_header(bytes(frame[:64]))
@@ -82,9 +82,8 @@ class FakeBroker:
                 conn.sendall(struct.pack(">i", len(reply) + len(body)) + reply + body)
 
 
-def _read_exactly(
-    conn: socket.socket, size: int, into: bytearray | None = None
-) -> memoryview | None:
+def read_into(conn: socket.socket, size: int, into: bytearray | None = None) -> memoryview | None:
+    """Exactly `size` bytes into `into` (or a new buffer), or None if the peer closes first."""
     buffer = memoryview(into if into is not None else bytearray(size))
     got = 0
     while got < size:
@@ -103,13 +102,13 @@ def move(port: int, gib: float, body_mib: float) -> tuple[float, float]:
     sink = bytearray(body + MIB)
     with socket.create_connection(("127.0.0.1", port)) as conn:
         started = time.perf_counter()
-        _exchange(conn, count, sink, lambda n: _request(FETCH, 12, n, struct.pack(">i", body)))
+        _exchange(conn, count, sink, lambda n: request_frame(FETCH, 12, n, struct.pack(">i", body)))
         fetched = time.perf_counter() - started
         records = bytes(body)
         produce = b"\x00" + struct.pack(">hi", 1, 30000)
 
         def produce_request(n: int) -> bytes:
-            return _request(PRODUCE, 9, n, produce + records)
+            return request_frame(PRODUCE, 9, n, produce + records)
 
         started = time.perf_counter()
         _exchange(conn, count, sink, produce_request)
@@ -125,14 +124,15 @@ def _exchange(conn: socket.socket, count: int, sink: bytearray, make: Any) -> No
             conn.sendall(make(sent))
             sent += 1
             in_flight += 1
-        head = _read_exactly(conn, 4)
+        head = read_into(conn, 4)
         assert head is not None, "the connection closed"
         size = struct.unpack(">i", head)[0]
-        assert _read_exactly(conn, size, sink) is not None
+        assert read_into(conn, size, sink) is not None
         in_flight -= 1
 
 
-def _request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+def request_frame(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """A size-prefixed request frame with a v1-style header (client id `bench`)."""
     frame = request_header(api_key, version, correlation_id, "bench") + body
     return struct.pack(">i", len(frame)) + frame
 
