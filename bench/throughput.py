@@ -24,7 +24,7 @@ splice(2) (bench/peers/splice_relay.py): the kernel floor.
 `git worktree add`) on ports 23600+, in the same rotation, so a change is measured against
 what it replaces in one run.
 `--mode tls`: clients speak TLS, direct to the brokers' SSL listener and to the proxy's TLS
-listener, which re-originates TLS to the same SSL listener.
+listener, which re-originates TLS to the same SSL listener (and so does `--baseline`'s).
 `--mode workers`: the proxy with one worker and with two (`--workers 2`, ports 23800+).
 CPU per GB counts the proxy's processes (a supervisor and its workers).
 """
@@ -291,6 +291,20 @@ def start_targets(
     if args.mode == "tls":
         extra, clients = tls_setup(work, kafka, ports)
         proxies["proxy"] = ProxyProcess(work, "", ports.proxy, ports.proxy + nodes, extra)
+        if args.baseline is not None:  # the same TLS listener and upstream, on its own ports
+            listeners = extra["listeners"] | {
+                "bootstrap_port": ports.baseline,
+                "broker_port_base": ports.baseline + nodes,
+            }
+            proxies["baseline"] = baseline_proxy(
+                work,
+                "",
+                args.baseline,
+                ports.baseline,
+                extra | {"listeners": listeners},
+                node_offset=nodes,
+            )
+            clients["baseline"] = clients["proxy"]
         return kafka.ssl_bootstrap_servers, clients
     ours: dict[str, Any] = {"workers": args.threads} if args.threads > 1 else {}
     upstream = kafka.bootstrap_servers
