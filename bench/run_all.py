@@ -13,6 +13,8 @@ BENCHES = [
     "policy_bench",
     "judge_bench",
     "throughput",
+    "hop_latency",
+    "splice_bench",
     "connections",
     "snapshot_bench",
     "decision_id_bench",
