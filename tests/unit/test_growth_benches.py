@@ -3,13 +3,11 @@ tiny size, and print their table and draw their chart; their figures are not che
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from harness import REPO
+from tests.unit.bench_runs import run_bench
 
 TINY = {
     "growth_metadata": ["--topics", "10,50", "--runs", "1"],
@@ -21,15 +19,6 @@ TINY = {
 @pytest.mark.parametrize("bench", sorted(TINY))
 def test_a_growth_bench_prints_its_curve_and_draws_it(bench: str, tmp_path: Path) -> None:
     chart = tmp_path / f"{bench}.png"
-    result = subprocess.run(
-        [sys.executable, "-m", f"bench.{bench}", *TINY[bench], "--chart", str(chart)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=REPO,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = [line for line in result.stdout.splitlines() if line.startswith("|")]
-    assert len(rows) == 2 + 2, result.stdout  # the header, its rule, one row per size
+    rows, _ = run_bench(bench, *TINY[bench], "--chart", str(chart))
+    assert len(rows) == 2 + 2, rows  # the header, its rule, one row per size
     assert chart.read_bytes().startswith(b"\x89PNG")

@@ -3,41 +3,23 @@ size, and prints its table; its figures are not checked here."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from harness import REPO
+from tests.unit.bench_runs import first_column, run_bench
 
 PORT_BASE = 19440  # its fake broker, relay and proxies: 19440..19454
 
 
 def test_the_hop_latency_bench_prints_a_row_per_path() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.hop_latency",
-            "--rounds",
-            "1",
-            "--samples",
-            "20",
-            "--port-base",
-            str(PORT_BASE),
-            "--baseline",
-            str(REPO),  # the same tree: the row is there
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=REPO,
+    rows, stderr = run_bench(
+        "hop_latency",
+        "--rounds",
+        "1",
+        "--samples",
+        "20",
+        "--port-base",
+        str(PORT_BASE),
+        "--baseline",
+        str(REPO),  # the same tree: the row is there
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = [line for line in result.stdout.splitlines() if line.startswith("|")]
-    assert [row.split("|")[1].strip() for row in rows[2:]] == [
-        "direct",
-        "proxy",
-        "baseline",
-        "uvloop relay",
-    ]
-    assert "20 round trips per path" in result.stderr
+    assert first_column(rows) == ["direct", "proxy", "baseline", "uvloop relay"]
+    assert "20 round trips per path" in stderr
